@@ -1,0 +1,138 @@
+"""Who decides: the mode's policy says whether to ask; an Approver (TUI or stdin) answers."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+from typing import Literal, Protocol
+
+from pydantic import BaseModel
+
+from agent.diffs import Hunk
+
+Mode = Literal["ask", "auto-edit", "full-auto", "review"]
+MODES: tuple[Mode, ...] = ("ask", "auto-edit", "full-auto", "review")
+
+
+class EditApprovalRequest(BaseModel):
+    kind: Literal["edit"] = "edit"
+    tool_call_id: str
+    tool: str
+    path: str
+    is_new_file: bool
+    diff: str
+    hunks: list[Hunk]
+
+
+class BashApprovalRequest(BaseModel):
+    kind: Literal["bash"] = "bash"
+    tool_call_id: str
+    command: str
+    cwd: str
+    sandboxed: bool
+    description: str | None = None
+
+
+ApprovalRequest = EditApprovalRequest | BashApprovalRequest
+
+
+class ApprovalDecision(BaseModel):
+    approved: bool
+    reason: str | None = None
+    # For edits: indices of the hunks to apply; None means all of them.
+    hunks: list[int] | None = None
+    # "session": approve this and all further edits (switch to auto-edit);
+    # "prefix": always allow this command's prefix in this repo.
+    remember: Literal["session", "prefix"] | None = None
+
+
+class Approver(Protocol):
+    def decide(self, request: ApprovalRequest) -> ApprovalDecision:
+        """Block until the user decides. Called from the agent's thread."""
+        ...
+
+
+class RejectAll:
+    """Answers no to everything: the safe default when nobody can be asked."""
+
+    def decide(self, request: ApprovalRequest) -> ApprovalDecision:
+        return ApprovalDecision(approved=False, reason="no one was available to approve")
+
+
+# Read-only commands that never need a question in ask/auto-edit when the sandbox is on.
+DEFAULT_ALLOW = (
+    "ls", "pwd", "cat", "head", "tail", "wc", "grep", "rg", "find", "tree", "file", "stat", "echo",
+    "git status", "git diff", "git log", "git show", "git branch", "python --version", "which",
+)
+# Anything that chains, redirects or substitutes could smuggle another command past a prefix.
+_SHELL_META = re.compile(r"[;&|<>`$(){}\n\\]")
+
+
+def command_prefix(command: str) -> str:
+    """The prefix remembered by 'always allow': the program and, for git-like tools, the verb."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return command.strip()
+    if not words:
+        return ""
+    if len(words) > 1 and words[0] in {"git", "python", "python3", "uv", "npm", "cargo", "go", "make", "pytest"}:
+        return " ".join(words[:2])
+    return words[0]
+
+
+class AllowList:
+    """Command prefixes that run without asking; user additions persist per project."""
+
+    def __init__(self, store: Path | None = None, defaults: tuple[str, ...] = DEFAULT_ALLOW) -> None:
+        self.store = store
+        self.defaults = defaults
+        self.user: list[str] = []
+        if store and store.exists():
+            try:
+                self.user = [str(p) for p in json.loads(store.read_text()).get("allow", [])]
+            except (OSError, ValueError, AttributeError):
+                self.user = []
+
+    def allows(self, command: str) -> bool:
+        text = command.strip()
+        if not text or _SHELL_META.search(text):
+            return False
+        try:
+            words = shlex.split(text)
+        except ValueError:
+            return False
+        for prefix in (*self.defaults, *self.user):
+            pwords = prefix.split()
+            if words[: len(pwords)] == pwords:
+                return True
+        return False
+
+    def add(self, prefix: str) -> None:
+        if prefix and prefix not in self.user:
+            self.user.append(prefix)
+            if self.store:
+                self.store.parent.mkdir(parents=True, exist_ok=True)
+                self.store.write_text(json.dumps({"allow": self.user}, indent=2) + "\n")
+
+
+class ApprovalPolicy:
+    """The mode table of CONTRACT.md. Mutable: 'approve all' switches ask -> auto-edit."""
+
+    def __init__(self, mode: Mode, allow: AllowList, sandboxed: bool) -> None:
+        self.mode = mode
+        self.allow = allow
+        self.sandboxed = sandboxed
+
+    def edit_needs_approval(self) -> bool:
+        return self.mode == "ask"
+
+    def bash_needs_approval(self, command: str) -> bool:
+        if self.mode in ("full-auto", "review"):
+            # Those modes only start without a sandbox when the user said --no-sandbox.
+            return False
+        if not self.sandboxed:
+            return True
+        return not self.allow.allows(command)

@@ -1,0 +1,73 @@
+"""The gate every Write/Edit passes: diff, ask (if the mode says so), apply atomically, record."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent.apply import atomic_write
+from agent.approvals import ApprovalPolicy, Approver, EditApprovalRequest
+from agent.diffs import apply_hunks, make_hunks, unified_diff
+from agent.events import ApprovalEvent, EventSink
+from agent.readstate import ReadState
+
+
+@dataclass(frozen=True)
+class ChangeOutcome:
+    applied: bool
+    reason: str | None = None
+    # Indices of applied hunks when only some were approved; None means the whole change.
+    applied_hunks: list[int] | None = None
+    total_hunks: int = 0
+    text: str | None = None  # what is on disk now, when applied
+
+
+@dataclass
+class ChangeGate:
+    root: Path
+    policy: ApprovalPolicy
+    approver: Approver
+    read_state: ReadState
+    emit: EventSink
+    # Called after each file lands on disk (journal, watcher bookkeeping).
+    on_applied: Callable[[Path], None] = field(default=lambda path: None)
+    files_changed: set[str] = field(default_factory=set)
+
+    def propose(
+        self, *, tool_call_id: str, tool: str, path: Path, display: str, old_text: str | None, new_text: str
+    ) -> ChangeOutcome:
+        hunks = make_hunks(old_text or "", new_text)
+        selected: list[int] | None = None
+        if self.policy.edit_needs_approval():
+            request = EditApprovalRequest(
+                tool_call_id=tool_call_id,
+                tool=tool,
+                path=display,
+                is_new_file=old_text is None,
+                diff=unified_diff(display, old_text, new_text),
+                hunks=hunks,
+            )
+            decision = self.approver.decide(request)
+            self.emit(
+                ApprovalEvent(
+                    tool_call_id=tool_call_id,
+                    decision="approved" if decision.approved else "rejected",
+                    reason=decision.reason,
+                )
+            )
+            if decision.remember == "session":
+                self.policy.mode = "auto-edit"
+            if not decision.approved:
+                return ChangeOutcome(applied=False, reason=decision.reason, total_hunks=len(hunks))
+            if decision.hunks is not None and set(decision.hunks) != set(range(len(hunks))):
+                selected = sorted(i for i in set(decision.hunks) if 0 <= i < len(hunks))
+                if not selected:
+                    return ChangeOutcome(applied=False, reason=decision.reason, total_hunks=len(hunks))
+                new_text = apply_hunks(old_text or "", hunks, set(selected))
+        data = new_text.encode("utf-8")
+        atomic_write(path, data)
+        self.read_state.record(path, data)
+        self.files_changed.add(display)
+        self.on_applied(path)
+        return ChangeOutcome(applied=True, applied_hunks=selected, total_hunks=len(hunks), text=new_text)

@@ -1,0 +1,297 @@
+"""The agent loop: run() repeats step() = query() + execute() until the model stops calling tools.
+
+It knows nothing about the TUI or llama.cpp: it talks to a ChatModel, emits events to a sink, and
+asks an Approver. Limits and interruption are exceptions carrying their stop reason.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ValidationError
+
+from agent.approvals import ApprovalPolicy, Approver
+from agent.changes import ChangeGate
+from agent.events import (
+    EventSink, MessageEvent, NoticeEvent, PrefillEvent, ReasoningDelta, StopReason, SummaryEvent,
+    TextDelta, ToolCallEvent, ToolResultEvent, TurnStarted, UsageEvent,
+)
+from agent.parsers import ParsedTurn, StreamSplitter, parser_for
+from agent.prompt import system_prompt
+from agent.readstate import ReadState
+from agent.sandbox import CommandRunner
+from agent.tools import Tool, ToolContext, ToolError, default_tools
+from models.base import ChatModel, ContextFull, GenerationRequest, ModelError, PrefillProgress, TextChunk, TurnEnd
+from models.chat import ChatMessage, ToolCall
+
+MAX_MALFORMED_IN_ROW = 3
+REPEAT_WARNING_AT = 3
+
+
+class Limits(BaseModel):
+    max_steps: int = 150
+    context: int = 131_072
+    turn_tokens: int = 8192
+
+
+class StopRun(Exception):
+    """Ends run() with a stop reason; the message says why, for the user."""
+
+    def __init__(self, reason: StopReason, message: str) -> None:
+        super().__init__(message)
+        self.reason: StopReason = reason
+        self.message = message
+
+
+@dataclass
+class Turn:
+    text: str
+    end: TurnEnd
+
+
+def format_validation_error(tool: str, exc: ValidationError) -> str:
+    problems = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "arguments"
+        problems.append(f"{where}: {err['msg']}")
+    return f"invalid arguments for {tool}: " + "; ".join(problems)
+
+
+def call_signature(call: ToolCall) -> str:
+    return call.name + json.dumps(call.arguments, sort_keys=True, default=str)
+
+
+class AgentSession:
+    def __init__(
+        self,
+        model: ChatModel,
+        root: Path,
+        *,
+        policy: ApprovalPolicy,
+        approver: Approver,
+        runner: CommandRunner,
+        sink: EventSink,
+        limits: Limits | None = None,
+        read_state: ReadState | None = None,
+        on_applied: Callable[[Path], None] | None = None,
+        after_step: Callable[[int, list[ToolCall]], None] | None = None,
+    ) -> None:
+        self.model = model
+        self.root = root.resolve()
+        self.limits = limits or Limits()
+        self.sink = sink
+        self.tools: dict[str, Tool] = default_tools()
+        self.specs = [t.spec() for t in self.tools.values()]
+        self.parser = parser_for(model.info.dialect, self.specs)
+        self.read_state = read_state or ReadState()
+        self.changes = ChangeGate(
+            root=self.root, policy=policy, approver=approver, read_state=self.read_state, emit=sink,
+            on_applied=on_applied or (lambda path: None),
+        )
+        self.cancel_event = threading.Event()
+        self.ctx = ToolContext(
+            root=self.root, read_state=self.read_state, changes=self.changes, runner=runner,
+            cancel=self.cancel_event,
+        )
+        self.after_step = after_step or (lambda step, calls: None)
+        self.messages: list[ChatMessage] = []
+        self.steps = 0
+        self.total_steps = 0
+        self._malformed_in_row = 0
+        self._recent_calls: list[str] = []
+        self._notes: list[str] = []
+        self._notes_lock = threading.Lock()
+        self._add(ChatMessage(role="system", content=self._system_prompt()))
+
+    # -- public API -----------------------------------------------------------------------------
+
+    def run(self, task: str) -> SummaryEvent:
+        """Work on `task` until the model finishes or a limit is hit; can be called again (follow-ups)."""
+        self.cancel_event.clear()
+        self.steps = 0
+        self._malformed_in_row = 0
+        self._add(ChatMessage(role="user", content=task))
+        reason: StopReason = "finished"
+        message = "the model finished"
+        try:
+            while not self.step():
+                pass
+        except StopRun as stop:
+            reason, message = stop.reason, stop.message
+        except ContextFull as exc:
+            reason, message = "context", str(exc)
+        except ModelError as exc:
+            reason, message = "error", str(exc)
+        if reason != "finished":
+            level = "warning" if reason == "interrupted" else "error"
+            self.sink(NoticeEvent(level=level, text=message))
+        summary = SummaryEvent(
+            steps=self.steps, stop_reason=reason, files_changed=sorted(self.changes.files_changed), message=message
+        )
+        self.sink(summary)
+        return summary
+
+    def cancel(self) -> None:
+        """Stop the current generation or tool as soon as possible (any thread)."""
+        self.cancel_event.set()
+
+    def add_note(self, text: str) -> None:
+        """A short note for the model's next turn (e.g. files changed outside the agent); any thread."""
+        with self._notes_lock:
+            self._notes.append(text)
+
+    # -- one step -------------------------------------------------------------------------------
+
+    def step(self) -> bool:
+        """One assistant turn and its tool calls. True when the model answered without a tool call."""
+        if self.steps >= self.limits.max_steps:
+            raise StopRun("max_steps", f"reached the limit of {self.limits.max_steps} steps")
+        if self.model.context_used() >= self.limits.context:
+            raise StopRun("context", f"the conversation filled the {self.limits.context}-token context")
+        self.steps += 1
+        self.total_steps += 1
+        self.sink(TurnStarted(step=self.steps))
+        turn = self.query()
+        parsed = self.parse(turn)
+        calls = [c.model_copy(update={"id": f"call_{self.total_steps}_{i}"}) for i, c in enumerate(parsed.tool_calls)]
+        self._add(
+            ChatMessage(
+                role="assistant", content=parsed.content, reasoning_content=parsed.reasoning,
+                tool_calls=calls or None,
+            )
+        )
+        finish = turn.end.finish_reason
+        if finish == "cancelled":
+            raise StopRun("interrupted", "stopped by the user")
+        if finish == "length":
+            raise StopRun("turn_tokens", f"the model wrote {self.limits.turn_tokens} tokens in one turn without finishing")
+        if finish == "context":
+            raise StopRun("context", "the model ran out of context while writing")
+        if parsed.errors:
+            self._malformed(parsed.errors)
+            return False
+        self._malformed_in_row = 0
+        if not calls:
+            return True
+        self.execute(calls)
+        self.after_step(self.total_steps, calls)
+        if self.cancel_event.is_set():
+            raise StopRun("interrupted", "stopped by the user")
+        return False
+
+    def query(self) -> Turn:
+        splitter = StreamSplitter(
+            on_text=lambda text: self.sink(TextDelta(text=text)),
+            on_reasoning=lambda text: self.sink(ReasoningDelta(text=text)),
+            reasoning_opened=self.model.info.opens_reasoning,
+        )
+        request = GenerationRequest(
+            messages=self.messages, tools=self.specs, max_tokens=self.limits.turn_tokens,
+            should_stop=self.cancel_event.is_set,
+        )
+        pieces: list[str] = []
+        end: TurnEnd | None = None
+        for chunk in self.model.generate(request):
+            if isinstance(chunk, TextChunk):
+                pieces.append(chunk.text)
+                splitter.feed(chunk.text)
+            elif isinstance(chunk, PrefillProgress):
+                self.sink(PrefillEvent(done=chunk.done, total=chunk.total))
+            elif isinstance(chunk, TurnEnd):
+                end = chunk
+        splitter.flush()
+        if end is None:
+            raise ModelError("the model backend ended a turn without reporting it")
+        u = end.usage
+        self.sink(
+            UsageEvent(
+                step=self.steps, prompt_tokens=u.prompt_tokens, cached_tokens=u.cached_tokens,
+                evaluated_tokens=u.evaluated_tokens, completion_tokens=u.completion_tokens,
+                prefill_s=round(u.prefill_s, 4), decode_s=round(u.decode_s, 4),
+            )
+        )
+        return Turn(text="".join(pieces), end=end)
+
+    def parse(self, turn: Turn) -> ParsedTurn:
+        if turn.end.tool_calls is not None or self.model.info.native_tools:
+            return ParsedTurn(
+                content=turn.end.content if turn.end.content is not None else turn.text,
+                reasoning=turn.end.reasoning, tool_calls=list(turn.end.tool_calls or []),
+            )
+        return self.parser.parse(turn.text, self.model.info.opens_reasoning)
+
+    def execute(self, calls: list[ToolCall]) -> None:
+        results: list[ChatMessage] = []
+        for call in calls:
+            self.sink(ToolCallEvent(call=call))
+            if self.cancel_event.is_set():
+                output, is_error = "Error: not run, because the user stopped the agent", True
+            else:
+                output, is_error = self.run_tool(call)
+            output += self._repeat_warning(call)
+            self.sink(ToolResultEvent(tool_call_id=call.id, name=call.name, output=output, is_error=is_error))
+            results.append(ChatMessage(role="tool", content=output, tool_call_id=call.id, name=call.name))
+        notes = self._take_notes()
+        if notes:
+            last = results[-1]
+            results[-1] = last.model_copy(update={"content": last.content + "\n\n" + notes})
+        for message in results:
+            self._add(message)
+
+    def run_tool(self, call: ToolCall) -> tuple[str, bool]:
+        """(result text, is_error). Every failure becomes an `Error:` observation for the model."""
+        tool = self.tools.get(call.name)
+        if tool is None:
+            names = ", ".join(self.tools)
+            return f"Error: there is no tool named {call.name!r}; the tools are {names}", True
+        try:
+            args = tool.args_model.model_validate(call.arguments)
+        except ValidationError as exc:
+            return "Error: " + format_validation_error(call.name, exc), True
+        self.ctx.tool_call_id = call.id
+        try:
+            return tool.run(args, self.ctx), False
+        except ToolError as exc:
+            return f"Error: {exc}", True
+        except OSError as exc:
+            # Disk full, permissions, ...: the apply is atomic, so nothing half-written is left.
+            return f"Error: {call.name} failed: {exc.strerror or exc}", True
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _malformed(self, errors: list[str]) -> None:
+        self._malformed_in_row += 1
+        self.sink(NoticeEvent(level="warning", text="malformed tool call: " + "; ".join(errors)))
+        if self._malformed_in_row >= MAX_MALFORMED_IN_ROW:
+            raise StopRun("error", f"{MAX_MALFORMED_IN_ROW} malformed tool calls in a row: " + "; ".join(errors))
+        text = (
+            "Error: your tool call could not be read: " + "; ".join(errors)
+            + ". Nothing was run. Write the call again in the exact format described in the system prompt."
+        )
+        self._add(ChatMessage(role="user", content=text))
+
+    def _repeat_warning(self, call: ToolCall) -> str:
+        self._recent_calls.append(call_signature(call))
+        self._recent_calls = self._recent_calls[-REPEAT_WARNING_AT:]
+        if len(self._recent_calls) == REPEAT_WARNING_AT and len(set(self._recent_calls)) == 1:
+            return (
+                f"\n\nWarning: this is the same {call.name} call {REPEAT_WARNING_AT} times in a row. "
+                "Its result will not change; try something different or finish."
+            )
+        return ""
+
+    def _take_notes(self) -> str:
+        with self._notes_lock:
+            notes, self._notes = self._notes, []
+        return "\n".join(notes)
+
+    def _add(self, message: ChatMessage) -> None:
+        self.messages.append(message)
+        self.sink(MessageEvent(message=message))
+
+    def _system_prompt(self) -> str:
+        return system_prompt(self.root, self.specs, describe_tools=self.model.info.dialect == "json")

@@ -1,0 +1,60 @@
+"""Hermes JSON tool calls (Qwen2.5 / Qwen3): <tool_call>{"name": ..., "arguments": {...}}</tool_call>."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from agent.parsers.base import ParsedTurn, split_reasoning
+from models.chat import ToolCall, ToolSpec
+
+_BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
+
+
+def call_from_json(data: object, errors: list[str], name_keys: tuple[str, ...] = ("name",)) -> ToolCall | None:
+    if not isinstance(data, dict):
+        errors.append("a tool call must be a JSON object with name and arguments")
+        return None
+    name = next((data[k] for k in name_keys if isinstance(data.get(k), str)), None)
+    if not name:
+        errors.append(f"a tool call has no {' or '.join(repr(k) for k in name_keys)} string")
+        return None
+    arguments = data.get("arguments", data.get("parameters", {}))
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except ValueError as exc:
+            errors.append(f"the arguments of {name} are not valid JSON: {exc}")
+            return None
+    if not isinstance(arguments, dict):
+        errors.append(f"the arguments of {name} must be a JSON object")
+        return None
+    return ToolCall(id="", name=name, arguments=arguments)
+
+
+class HermesParser:
+    dialect = "hermes"
+
+    def __init__(self, tools: list[ToolSpec] | None = None) -> None:
+        self.tools = tools
+
+    def parse(self, text: str, reasoning_opened: bool = False) -> ParsedTurn:
+        reasoning, rest = split_reasoning(text, reasoning_opened)
+        start = rest.find("<tool_call>")
+        if start == -1:
+            return ParsedTurn(content=rest.strip(), reasoning=reasoning)
+        turn = ParsedTurn(content=rest[:start].strip(), reasoning=reasoning)
+        for match in _BLOCK.finditer(rest, start):
+            body = match.group(1).strip()
+            if not match.group(0).endswith("</tool_call>"):
+                turn.errors.append("a <tool_call> is not closed with </tool_call>")
+                continue
+            try:
+                data = json.loads(body)
+            except ValueError as exc:
+                turn.errors.append(f"a <tool_call> does not hold valid JSON ({exc})")
+                continue
+            call = call_from_json(data, turn.errors)
+            if call:
+                turn.tool_calls.append(call)
+        return turn

@@ -1,0 +1,74 @@
+"""Plain JSON tool calls for models whose chat template knows no tools (the embedded SmolLM2).
+
+The system prompt asks for one JSON object per call, optionally in a ```json fence:
+{"tool": "Read", "arguments": {"file_path": "README.md"}}
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from agent.parsers.base import ParsedTurn, split_reasoning
+from agent.parsers.hermes import call_from_json
+from models.chat import ToolSpec
+
+# An object that starts like a call; used to tell "no call" from "a call we could not read".
+_ATTEMPT = re.compile(r"\{\s*\"(?:tool|name)\"\s*:")
+
+
+def json_objects(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, source) of each top-level {...} span, tracking strings so braces inside them don't count."""
+    spans, depth, start, in_string, escape = [], 0, -1, False, False
+    for i, ch in enumerate(text):
+        if in_string:
+            if escape:
+                escape = False
+            elif ch == "\\":
+                escape = True
+            elif ch == '"':
+                in_string = False
+            continue
+        if ch == '"' and depth:
+            in_string = True
+        elif ch == "{":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                spans.append((start, i + 1, text[start : i + 1]))
+    return spans
+
+
+class JsonFallbackParser:
+    dialect = "json"
+
+    def __init__(self, tools: list[ToolSpec] | None = None) -> None:
+        self.tool_names = {t.name for t in tools or []}
+
+    def parse(self, text: str, reasoning_opened: bool = False) -> ParsedTurn:
+        reasoning, rest = split_reasoning(text, reasoning_opened)
+        turn = ParsedTurn(content="", reasoning=reasoning)
+        first_call = None
+        for start, end, source in json_objects(rest):
+            if not _ATTEMPT.match(source):
+                continue
+            try:
+                data = json.loads(source)
+            except ValueError as exc:
+                turn.errors.append(f"a tool call is not valid JSON ({exc})")
+                first_call = start if first_call is None else first_call
+                continue
+            call = call_from_json(data, turn.errors, name_keys=("tool", "name"))
+            if call:
+                turn.tool_calls.append(call)
+                first_call = start if first_call is None else first_call
+        attempts = _ATTEMPT.search(rest)
+        if attempts and first_call is None and not turn.errors:
+            turn.errors.append("a tool call was started but its JSON object is not closed")
+            first_call = attempts.start()
+        head = rest if first_call is None else rest[:first_call]
+        turn.content = re.sub(r"```(?:json)?\s*$", "", head.strip()).strip()
+        return turn

@@ -1,0 +1,19 @@
+"""The five tools of CONTRACT.md, by name."""
+
+from __future__ import annotations
+
+from agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
+from agent.tools.bash import BashTool
+from agent.tools.edit import EditTool
+from agent.tools.glob import GlobTool
+from agent.tools.read import ReadTool
+from agent.tools.write import WriteTool
+
+ALL_TOOLS: tuple[type[Tool], ...] = (ReadTool, WriteTool, EditTool, GlobTool, BashTool)
+
+
+def default_tools() -> dict[str, Tool]:
+    return {cls.name: cls() for cls in ALL_TOOLS}
+
+
+__all__ = ["ALL_TOOLS", "Tool", "ToolArgs", "ToolContext", "ToolError", "default_tools"]

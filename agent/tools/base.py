@@ -1,0 +1,87 @@
+"""What every tool shares: the argument model, the context it runs in, and how errors surface."""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from models.chat import ToolSpec
+
+if TYPE_CHECKING:
+    from agent.changes import ChangeGate
+    from agent.readstate import ReadState
+    from agent.sandbox import CommandRunner
+
+
+class ToolError(Exception):
+    """A failure reported to the model as `Error: <message>`; the loop goes on."""
+
+
+class ToolArgs(BaseModel):
+    # Unknown argument names are errors: a small model must learn the real names.
+    model_config = ConfigDict(extra="forbid")
+
+
+A = TypeVar("A", bound=ToolArgs)
+
+
+@dataclass
+class ToolContext:
+    root: Path
+    read_state: ReadState
+    changes: ChangeGate
+    runner: CommandRunner
+    # Bash keeps its working directory between calls.
+    cwd: Path = field(default_factory=Path)
+    # Set by the loop before each call, so approvals can name the call.
+    tool_call_id: str = ""
+    cancel: threading.Event = field(default_factory=threading.Event)
+    # Called with a short line for the user (e.g. "cwd reset to the root").
+    notify: Callable[[str], None] = field(default=lambda text: None)
+
+    def __post_init__(self) -> None:
+        if self.cwd == Path():
+            self.cwd = self.root
+
+
+def compact_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The argument schema as the model sees it, without pydantic's verbose extras.
+
+    Every token here is paid for in prompt processing on every launch, so `Optional[X] = None`
+    is shown as plain X (not required) and titles and null defaults are dropped.
+    """
+    schema = model.model_json_schema()
+    properties: dict[str, Any] = {}
+    for name, prop in schema.get("properties", {}).items():
+        prop = {k: v for k, v in prop.items() if k != "title"}
+        options = prop.pop("anyOf", None)
+        if options:
+            kept = [o for o in options if o.get("type") != "null"]
+            if len(kept) == 1:
+                prop = {**kept[0], **prop}
+            else:
+                prop["anyOf"] = kept
+        if prop.get("default", 0) is None:
+            prop.pop("default")
+        properties[name] = prop
+    return {"type": "object", "properties": properties, "required": schema.get("required", [])}
+
+
+class Tool(ABC, Generic[A]):
+    name: ClassVar[str]
+    description: ClassVar[str]
+    args_model: ClassVar[type[ToolArgs]]
+
+    @classmethod
+    def spec(cls) -> ToolSpec:
+        return ToolSpec(name=cls.name, description=cls.description, parameters=compact_schema(cls.args_model))
+
+    @abstractmethod
+    def run(self, args: A, ctx: ToolContext) -> str:
+        """Do the work; raise ToolError for anything the model should hear about."""

@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+from pydantic import Field
+
+from agent.apply import is_binary
+from agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
+from agent.tools.paths import display_path, resolve_in_root
+
+MAX_LINE_CHARS = 2000
+DEFAULT_LIMIT = 2000
+
+
+class ReadArgs(ToolArgs):
+    file_path: str = Field(description="Path of the file, absolute or relative to the repository root")
+    offset: int | None = Field(None, ge=1, description="1-based line number to start at")
+    limit: int | None = Field(None, ge=1, description="Number of lines to read (default 2000)")
+
+
+def format_numbered(lines: list[str], first: int) -> str:
+    """Lines as `<number right-aligned to 6>\\t<text>`, long lines cut and marked."""
+    out = []
+    for number, line in enumerate(lines, start=first):
+        if len(line) > MAX_LINE_CHARS:
+            line = line[:MAX_LINE_CHARS] + f" [... line cut at {MAX_LINE_CHARS} characters]"
+        out.append(f"{number:>6}\t{line}")
+    return "\n".join(out)
+
+
+def suggest_similar(root: Path, path: Path) -> str:
+    """' Did you mean ...?' from names in the same folder (or the nearest existing parent)."""
+    folder = path.parent
+    while not folder.exists() and folder != root and root in folder.parents:
+        folder = folder.parent
+    if not folder.is_dir():
+        return ""
+    try:
+        names = [p.name for p in folder.iterdir() if p.name != ".git"]
+    except OSError:
+        return ""
+    close = difflib.get_close_matches(path.name, names, n=3, cutoff=0.5)
+    if not close:
+        return ""
+    return " Did you mean: " + ", ".join(display_path(root, folder / name) for name in close) + "?"
+
+
+class ReadTool(Tool[ReadArgs]):
+    name = "Read"
+    description = (
+        "Read a text file. Lines are numbered (number, tab, text). "
+        "Use offset and limit to page through large files."
+    )
+    args_model = ReadArgs
+
+    def run(self, args: ReadArgs, ctx: ToolContext) -> str:
+        path = resolve_in_root(ctx.root, args.file_path)
+        shown = display_path(ctx.root, path)
+        if not path.exists():
+            raise ToolError(f"file {shown} does not exist.{suggest_similar(ctx.root, path)}")
+        if path.is_dir():
+            raise ToolError(f"{shown} is a directory, not a file; use Glob or Bash ls to list it")
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ToolError(f"cannot read {shown}: {exc.strerror or exc}") from None
+        if is_binary(data):
+            raise ToolError(f"{shown} is a binary file ({len(data)} bytes); Read only shows text")
+        ctx.read_state.record(path, data)
+        text = data.decode("utf-8")
+        if not text:
+            return f"The file {shown} is empty."
+        lines = text.splitlines()
+        total = len(lines)
+        start = args.offset or 1
+        if start > total:
+            raise ToolError(f"offset {start} is past the end of {shown}, which has {total} lines")
+        limit = args.limit or DEFAULT_LIMIT
+        window = lines[start - 1 : start - 1 + limit]
+        end = start + len(window) - 1
+        result = format_numbered(window, start)
+        if end < total or start > 1:
+            result += f"\n\n(Showing lines {start}-{end} of {total}. Use offset and limit to see more.)"
+        return result

@@ -1,0 +1,35 @@
+"""`--transcript FILE`: the CONTRACT.md JSON Lines events, flushed line by line."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import IO
+
+from agent.events import AgentEvent, EventSink, transcript_record
+
+
+class TranscriptWriter:
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: IO[str] = path.open("w", encoding="utf-8")
+
+    def __call__(self, event: AgentEvent) -> None:
+        record = transcript_record(event)
+        if record is not None and not self._file.closed:
+            self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def fanout(sinks: Iterable[EventSink]) -> EventSink:
+    targets = list(sinks)
+
+    def emit(event: AgentEvent) -> None:
+        for sink in targets:
+            sink(event)
+
+    return emit

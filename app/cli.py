@@ -1,0 +1,101 @@
+"""`ribbit` command line (CONTRACT.md). Parses arguments and hands off; no agent logic here."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from agent.approvals import MODES
+
+SUBCOMMANDS = ("run", "quantize", "eval", "doctor", "undo")
+
+
+class UsageError(Exception):
+    pass
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so main() controls the exit code (2) and message."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: error: {message}")
+
+
+def positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return value
+
+
+def add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--repo", default=".", help="repository to work in (default: current folder)")
+    parser.add_argument("--model", default=None, help="model SPEC: default, /path/model.gguf, openai:URL[#MODEL], replay:FILE")
+    parser.add_argument("--mode", default="ask", choices=MODES, help="approval mode (default: ask)")
+
+
+def tui_parser() -> Parser:
+    parser = Parser(prog="ribbit", description="ribbit: an offline coding agent for modest laptops")
+    add_common(parser)
+    parser.add_argument("--context", type=positive, default=131_072, help="context window in tokens")
+    parser.add_argument("--no-sandbox", action="store_true", help="run Bash without the sandbox")
+    parser.epilog = "subcommands: " + ", ".join(SUBCOMMANDS) + " (ribbit SUBCOMMAND --help)"
+    return parser
+
+
+def run_parser() -> Parser:
+    parser = Parser(prog="ribbit run", description="run one task non-interactively and print its patch")
+    parser.add_argument("task", help="the task text, or - to read it from standard input up to the first empty line")
+    add_common(parser)
+    parser.add_argument("--max-steps", type=positive, default=150)
+    parser.add_argument("--max-turn-tokens", type=positive, default=8192)
+    parser.add_argument("--context", type=positive, default=131_072)
+    parser.add_argument("--transcript", default=None, help="write JSON Lines events to FILE")
+    parser.add_argument("--patch-out", default=None, help="write the patch to FILE instead of stdout")
+    parser.add_argument("--no-sandbox", action="store_true", help="run Bash without the sandbox")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    command = args[0] if args and args[0] in SUBCOMMANDS else None
+    try:
+        if command == "run":
+            from app.run import run_command
+
+            return run_command(run_parser().parse_args(args[1:]))
+        if command == "quantize":
+            from quantize.cli import quantize_main
+
+            return quantize_main(args[1:])
+        if command == "eval":
+            from app.eval_cmd import eval_main
+
+            return eval_main(args[1:])
+        if command == "doctor":
+            from app.doctor import doctor_main
+
+            return doctor_main(args[1:])
+        if command == "undo":
+            from app.undo_cmd import undo_main
+
+            return undo_main(args[1:])
+        from app.tui_main import tui_main
+
+        return tui_main(tui_parser().parse_args(args))
+    except UsageError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    except ImportError as exc:
+        print(f"ribbit: error: {command or 'the TUI'} is not available in this build ({exc.name})", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

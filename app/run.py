@@ -1,0 +1,180 @@
+"""`ribbit run TASK`: one task, no TUI. Progress on stderr, the patch on stdout (or --patch-out)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from pathlib import Path
+from typing import IO, TextIO
+
+from agent.approvals import ApprovalDecision, ApprovalRequest, BashApprovalRequest
+from agent.events import AgentEvent, StopReason, SummaryEvent
+from agent.journal import JournalError
+from agent.loop import Limits
+from agent.transcript import TranscriptWriter, fanout
+from agent.workspace import SetupError, open_workspace
+from models.base import ModelError
+from models.spec import load_model
+
+EXIT_CODES: dict[StopReason, int] = {
+    "finished": 0, "error": 1, "max_steps": 3, "context": 3, "turn_tokens": 3, "interrupted": 130,
+}
+
+
+class LineReader:
+    """Standard input shared by the task (`-`) and the approval answers that follow it."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def readline(self) -> str | None:
+        line = self.stream.readline()
+        return None if line == "" else line.rstrip("\r\n")
+
+    def read_task(self) -> str:
+        lines = []
+        while (line := self.readline()) is not None and line.strip() != "":
+            lines.append(line)
+        return "\n".join(lines)
+
+
+def parse_decision(line: str | None) -> ApprovalDecision:
+    """`y`, `n`, or `n: reason`; end of input (None) and anything unclear mean no."""
+    if line is None:
+        return ApprovalDecision(approved=False, reason=None)
+    text = line.strip()
+    if text.lower() in ("y", "yes"):
+        return ApprovalDecision(approved=True)
+    if text.lower().startswith("n"):
+        _, _, reason = text.partition(":")
+        return ApprovalDecision(approved=False, reason=reason.strip() or None)
+    return ApprovalDecision(approved=False, reason=f"unrecognised answer {text!r}")
+
+
+class StdinApprover:
+    def __init__(self, reader: LineReader, out: TextIO) -> None:
+        self.reader, self.out = reader, out
+
+    def decide(self, request: ApprovalRequest) -> ApprovalDecision:
+        if isinstance(request, BashApprovalRequest):
+            where = "sandboxed" if request.sandboxed else "NOT sandboxed"
+            self.out.write(f"\n? run in {request.cwd} ({where}): {request.command}\n  [y/n/n: reason] ")
+        else:
+            self.out.write(f"\n? {request.tool} {request.path}\n{request.diff}  [y/n/n: reason] ")
+        self.out.flush()
+        decision = parse_decision(self.reader.readline())
+        self.out.write("approved\n" if decision.approved else "rejected\n")
+        return decision
+
+
+class ProgressPrinter:
+    """Human-readable progress for stderr: what the model says, each call and how it ended."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.at_line_start = True
+
+    def __call__(self, event: AgentEvent) -> None:
+        kind = event.type
+        if kind == "text_delta":
+            self._write(event.text)  # type: ignore[union-attr]
+        elif kind == "tool_call":
+            call = event.call  # type: ignore[union-attr]
+            args = ", ".join(f"{k}={_short(v)}" for k, v in call.arguments.items())
+            self._line(f"> {call.name}({args})")
+        elif kind == "tool_result":
+            first = (event.output.strip().splitlines() or [""])[0]  # type: ignore[union-attr]
+            mark = "x" if event.is_error else "<"  # type: ignore[union-attr]
+            self._line(f"  {mark} {_short(first, 100)}")
+        elif kind == "notice":
+            self._line(f"ribbit: {event.level}: {event.text}")  # type: ignore[union-attr]
+        elif kind == "summary":
+            e: SummaryEvent = event  # type: ignore[assignment]
+            self._line(f"ribbit: {e.stop_reason} after {e.steps} steps; files changed: {len(e.files_changed)}")
+
+    def _write(self, text: str) -> None:
+        self.out.write(text)
+        self.out.flush()
+        self.at_line_start = text.endswith("\n")
+
+    def _line(self, text: str) -> None:
+        self._write(("" if self.at_line_start else "\n") + text + "\n")
+
+
+def _short(value: object, limit: int = 60) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def fail(message: str) -> int:
+    print(f"ribbit: error: {message}", file=sys.stderr)
+    return 1
+
+
+def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: IO[str] | None = None) -> int:
+    stdin = stdin or sys.stdin
+    stdout = stdout or sys.stdout
+    reader = LineReader(stdin)
+    task = reader.read_task() if args.task == "-" else args.task
+    if not task.strip():
+        print("ribbit run: error: the task is empty", file=sys.stderr)
+        return 2
+    limits = Limits(max_steps=args.max_steps, context=args.context, turn_tokens=args.max_turn_tokens)
+    writer = TranscriptWriter(Path(args.transcript)) if args.transcript else None
+    try:
+        model = load_model(args.model, context=args.context)
+    except ModelError as exc:
+        return fail(str(exc))
+    sink = fanout([s for s in (ProgressPrinter(sys.stderr), writer) if s is not None])
+    try:
+        if args.mode == "review":
+            from agent.review import run_review
+
+            return run_review(model, args, task, limits, sink, StdinApprover(reader, sys.stderr), stdout)
+        workspace = open_workspace(
+            model, Path(args.repo), mode=args.mode, approver=StdinApprover(reader, sys.stderr), sink=sink,
+            limits=limits, no_sandbox=args.no_sandbox,
+        )
+        summary = run_interruptibly(workspace.session, task)
+        patch = workspace.patch()
+    except (SetupError, JournalError, ModelError, OSError) as exc:
+        return fail(str(exc))
+    finally:
+        if writer:
+            writer.close()
+        model.close()
+    if args.patch_out:
+        try:
+            Path(args.patch_out).write_text(patch, encoding="utf-8")
+        except OSError as exc:
+            return fail(f"cannot write the patch to {args.patch_out}: {exc.strerror or exc}")
+    else:
+        stdout.write(patch)
+        stdout.flush()
+    return EXIT_CODES[summary.stop_reason]
+
+
+def run_interruptibly(session, task: str) -> SummaryEvent:  # type: ignore[no-untyped-def]
+    """Run in a worker thread so Ctrl+C can stop the model cleanly instead of killing mid-write."""
+    result: list[SummaryEvent] = []
+    failure: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            result.append(session.run(task))
+        except BaseException as exc:  # re-raised in the main thread
+            failure.append(exc)
+
+    worker = threading.Thread(target=work, name="ribbit-agent", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(timeout=0.2)
+    except KeyboardInterrupt:
+        session.cancel()
+        worker.join()
+    if failure:
+        raise failure[0]
+    return result[0]

@@ -1,0 +1,100 @@
+"""The one narrow interface between the agent loop and any model backend.
+
+A backend turns a conversation into a stream of chunks. Backends that keep state (llama.cpp) are told
+the whole conversation each turn and work out themselves what is new — the agent never has to know
+about token caches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel
+
+from models.chat import ChatMessage, ToolCall, ToolSpec
+
+# How the model writes tool calls; chosen from the chat template (models.dialect).
+Dialect = Literal["qwen3_coder", "hermes", "json", "native"]
+FinishReason = Literal["stop", "length", "context", "cancelled"]
+
+
+class ModelError(Exception):
+    """A model that cannot load or run; its message is one line meant for the user."""
+
+
+class ContextFull(ModelError):
+    """The conversation no longer fits the context window."""
+
+
+class ModelInfo(BaseModel):
+    name: str
+    path: str | None = None
+    quantization: str | None = None
+    architecture: str | None = None
+    dialect: Dialect = "json"
+    context_length: int = 8192
+    # Backends that parse tool calls themselves (OpenAI-compatible servers) set this.
+    native_tools: bool = False
+    # The generation prompt already opened a reasoning block (`<think>\n`), so output starts inside it.
+    opens_reasoning: bool = False
+
+
+class Usage(BaseModel):
+    """One assistant turn's token accounting (CONTRACT.md `usage` event)."""
+
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    evaluated_tokens: int = 0
+    completion_tokens: int = 0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class TextChunk:
+    text: str
+
+
+@dataclass(frozen=True)
+class PrefillProgress:
+    done: int
+    total: int
+
+
+@dataclass(frozen=True)
+class TurnEnd:
+    finish_reason: FinishReason
+    usage: Usage
+    # Only for backends whose server already parsed the calls (native_tools).
+    tool_calls: list[ToolCall] | None = None
+    reasoning: str | None = None
+    content: str | None = None
+
+
+Chunk = TextChunk | PrefillProgress | TurnEnd
+
+
+@dataclass
+class GenerationRequest:
+    messages: Sequence[ChatMessage]
+    tools: Sequence[ToolSpec]
+    max_tokens: int = 8192
+    # Polled between tokens (and between prompt batches); True stops the turn cleanly.
+    should_stop: Callable[[], bool] = field(default=lambda: False)
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    info: ModelInfo
+
+    def generate(self, request: GenerationRequest) -> Iterator[Chunk]:
+        """Stream one assistant turn; the last chunk is always a TurnEnd."""
+        ...
+
+    def context_used(self) -> int:
+        """Tokens the conversation occupies in the model's context after the last turn."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,140 @@
+"""A GGUF's own chat template, rendered with jinja2 — and rendered *incrementally*.
+
+The agent loop never re-renders history (FROGNANO.md: the Qwen3.5 template rewrites earlier turns
+and the recurrent state cannot roll back). Instead `delta()` renders only the messages that follow a
+finished assistant turn, by rendering them after a fixed stand-in prefix and cutting that prefix off.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from jinja2 import TemplateError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from models.base import Dialect, ModelError
+from models.chat import ChatMessage, ToolSpec
+
+# SmolLM2 and many small models ship a ChatML template that knows no tools.
+CHATML_FALLBACK = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+    "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+# Must survive `|trim` in templates, so no whitespace or control characters.
+TURN_MARKERS = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "</s>")
+_STAND_IN = "RIBBIT_STAND_IN_7f3a"
+
+
+def detect_dialect(template: str) -> Dialect:
+    """How a model writes tool calls, judged by what its template teaches it."""
+    if "<function=" in template or "<parameter=" in template:
+        return "qwen3_coder"
+    if "<tool_call>" in template:
+        return "hermes"
+    return "json"
+
+
+def _raise(message: str) -> None:
+    raise TemplateError(message)
+
+
+def _tojson(value: Any, indent: int | None = None, ensure_ascii: bool = False) -> str:
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent)
+
+
+class ChatTemplate:
+    def __init__(self, source: str | None, bos_token: str = "", eos_token: str = "<|im_end|>") -> None:
+        self.source = source or CHATML_FALLBACK
+        self.dialect: Dialect = detect_dialect(self.source)
+        self.bos_token, self.eos_token = bos_token, eos_token
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        env.filters["tojson"] = _tojson
+        env.globals["raise_exception"] = _raise
+        env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+        try:
+            self._template = env.from_string(self.source)
+        except TemplateError as exc:
+            raise ModelError(f"the model's chat template does not compile: {exc}") from None
+        # After a generated turn the stream gets `turn_close + turn_end`, exactly as a full render has it.
+        self.turn_close, self.turn_end = self._find_turn_end()
+        self.opens_reasoning = self.render(self._stand_in_base()[:2], None, True).rstrip().endswith("<think>")
+
+    # -- full renders ---------------------------------------------------------------------------
+
+    def render(self, messages: list[dict[str, Any]], tools: list[ToolSpec] | None, add_generation_prompt: bool) -> str:
+        try:
+            return self._template.render(
+                messages=messages,
+                tools=[t.to_openai() for t in tools] if tools and self.dialect != "json" else None,
+                add_generation_prompt=add_generation_prompt,
+                bos_token=self.bos_token,
+                eos_token=self.eos_token,
+            )
+        except TemplateError as exc:
+            raise ModelError(f"the model's chat template failed: {exc}") from None
+        except Exception as exc:  # templates are user data: any failure is one clear line
+            raise ModelError(f"the model's chat template failed: {type(exc).__name__}: {exc}") from None
+
+    def render_conversation(self, messages: list[ChatMessage], tools: list[ToolSpec] | None) -> str:
+        return self.render(self.template_messages(messages), tools, True)
+
+    # -- incremental renders --------------------------------------------------------------------
+
+    def delta(self, new_messages: list[ChatMessage], tools: list[ToolSpec] | None) -> str:
+        """Text that follows a finished assistant turn (after `turn_end`) up to the next generation prompt."""
+        new = self.template_messages(new_messages)
+        base = self._stand_in_base()
+        errors = []
+        # Stand-in prefixes to try. Ending on a user turn keeps templates that restyle assistant turns
+        # before the last query prefix-stable; the full one suits templates that insist on alternation.
+        for prefix in (base[:2], base):
+            try:
+                before = self.render(prefix, tools, False)
+                after = self.render(prefix + new, tools, True)
+            except ModelError as exc:
+                errors.append(str(exc))
+                continue
+            if after.startswith(before):
+                return after[len(before):]
+            errors.append("rendering is not prefix-stable")
+        raise ModelError("cannot render the next turn incrementally: " + "; ".join(errors))
+
+    def template_messages(self, messages: list[ChatMessage]) -> list[dict[str, Any]]:
+        """Templates without tool support see one user message holding a step's tool results."""
+        if self.dialect != "json":
+            return [m.to_template() for m in messages]
+        out: list[dict[str, Any]] = []
+        for message in messages:
+            if message.role == "tool":
+                label = f"Result of {message.name}" if message.name else "Tool result"
+                block = f"[{label}]\n{message.content}"
+                if out and out[-1].get("_tool_results"):
+                    out[-1]["content"] += "\n\n" + block
+                else:
+                    out.append({"role": "user", "content": block, "_tool_results": True})
+            else:
+                out.append({"role": message.role, "content": message.content})
+        for item in out:
+            item.pop("_tool_results", None)
+        return out
+
+    def _stand_in_base(self) -> list[dict[str, Any]]:
+        return [
+            {"role": "system", "content": "S"},
+            {"role": "user", "content": "U"},
+            {"role": "assistant", "content": _STAND_IN},
+        ]
+
+    def _find_turn_end(self) -> tuple[str, str]:
+        """(end-of-turn marker, separator) the template writes after an assistant's content."""
+        try:
+            text = self.render(self._stand_in_base(), None, False)
+        except ModelError:
+            return self.eos_token, "\n"
+        tail = text[text.rfind(_STAND_IN) + len(_STAND_IN) :]
+        for marker in (self.eos_token, *TURN_MARKERS):
+            if marker and tail.startswith(marker):
+                return marker, tail[len(marker) :]
+        return self.eos_token, tail

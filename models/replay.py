@@ -1,0 +1,88 @@
+"""`replay:FILE.jsonl` — recorded raw model outputs, one assistant turn per line: {"text": "..."}.
+
+A product feature (reproduce a session) and the tests' deterministic model. After the last line
+the model answers with no tool call. Token counts are estimates (4 characters a token): nothing is
+evaluated, but the usage events keep the shape of a real append-only session.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from models.base import Chunk, GenerationRequest, ModelError, ModelInfo, TextChunk, TurnEnd, Usage
+from models.chat_template import detect_dialect
+
+_PIECES = re.compile(r"\s*\S+|\s+")
+
+
+def estimate_tokens(text: str) -> int:
+    return (len(text) + 3) // 4
+
+
+def load_turns(path: Path) -> list[str]:
+    if not path.is_file():
+        raise ModelError(f"replay file {path} does not exist")
+    turns = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ModelError(f"cannot read replay file {path}: {exc}") from None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            raise ModelError(f"{path}:{number}: not a JSON object") from None
+        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+            raise ModelError(f'{path}:{number}: expected {{"text": "..."}}')
+        turns.append(record["text"])
+    return turns
+
+
+class ReplayModel:
+    def __init__(self, path: Path, chunk_delay: float = 0.0, final_text: str = "") -> None:
+        self.path = path
+        self.turns = load_turns(path)
+        self.chunk_delay = chunk_delay
+        self.final_text = final_text
+        self.position = 0
+        self._context = 0
+        sample = "\n".join(self.turns)
+        self.info = ModelInfo(name=f"replay:{path.name}", path=str(path), dialect=detect_dialect(sample))
+
+    def generate(self, request: GenerationRequest) -> Iterator[Chunk]:
+        prompt = sum(estimate_tokens(m.content) + 4 for m in request.messages)
+        cached = min(self._context, prompt)
+        text = self.turns[self.position] if self.position < len(self.turns) else self.final_text
+        self.position += 1
+        started = time.perf_counter()
+        produced = 0
+        finish = "stop"
+        for piece in _PIECES.findall(text):
+            if request.should_stop():
+                finish = "cancelled"
+                break
+            if produced >= request.max_tokens:
+                finish = "length"
+                break
+            if self.chunk_delay:
+                time.sleep(self.chunk_delay)
+            produced += 1
+            yield TextChunk(piece)
+        self._context = prompt + produced
+        usage = Usage(
+            prompt_tokens=prompt, cached_tokens=cached, evaluated_tokens=prompt - cached,
+            completion_tokens=produced, decode_s=time.perf_counter() - started,
+        )
+        yield TurnEnd(finish_reason=finish, usage=usage)  # type: ignore[arg-type]
+
+    def context_used(self) -> int:
+        return self._context
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,55 @@
+"""Model SPEC (CONTRACT.md) -> a backend. Only the entry point calls this."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from models.base import ChatModel, ModelError
+from models.embedded import embedded_model_path
+from models.gguf_meta import read_metadata, trained_context
+
+DEFAULT_SPECS = ("", "default")
+
+
+def resolve_spec(spec: str | None) -> str:
+    """The SPEC to use: explicit, else $RIBBIT_MODEL, else the embedded default."""
+    if spec and spec.strip():
+        return spec.strip()
+    return os.environ.get("RIBBIT_MODEL", "").strip() or "default"
+
+
+def load_model(spec: str | None, *, context: int = 131_072, replay_delay: float = 0.0) -> ChatModel:
+    """Load the backend a SPEC names; every failure is a one-line ModelError."""
+    spec = resolve_spec(spec)
+    if spec.startswith("replay:"):
+        from models.replay import ReplayModel
+
+        target, _, options = spec[len("replay:"):].partition("#")
+        delay = replay_delay
+        for option in filter(None, options.split(",")):
+            key, _, value = option.partition("=")
+            if key == "delay":
+                try:
+                    delay = float(value)
+                except ValueError:
+                    raise ModelError(f"bad replay option {option!r}; expected delay=SECONDS") from None
+        return ReplayModel(Path(target).expanduser(), chunk_delay=delay)
+    if spec.startswith("openai:"):
+        try:
+            from models.openai_backend import OpenAICompatibleModel
+        except ImportError:
+            raise ModelError("the openai: backend is not available in this build") from None
+        return OpenAICompatibleModel.from_spec(spec, context=context)
+    path = embedded_model_path() if spec in DEFAULT_SPECS else Path(spec).expanduser()
+    from models.llama_backend import LlamaCppModel
+
+    return LlamaCppModel(path, n_ctx=context_for(path, context))
+
+
+def context_for(path: Path, wanted: int) -> int:
+    """The context to allocate: what was asked for, capped by what the model was trained on."""
+    if not path.is_file():
+        return wanted  # the backend reports the missing file
+    trained = trained_context(read_metadata(path))
+    return min(wanted, trained) if trained else wanted
