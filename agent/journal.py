@@ -50,6 +50,10 @@ class Journal:
             self.private = True
             top = self.root
         self.top = top
+        # A private git dir has no .git in the work tree: every command must be told both places.
+        self.env = {**os.environ}
+        if self.private:
+            self.env.update(GIT_DIR=str(self.repo.git_dir), GIT_WORK_TREE=str(self.root))
         # Only the part of the work tree ribbit was started in belongs to this session.
         self.scope = "." if top == self.root else self.root.relative_to(top).as_posix()
         self.snapshots: list[str] = []
@@ -70,9 +74,9 @@ class Journal:
             parent = ["-p", self.snapshots[-1]] if self.snapshots else []
             commit = self.repo.git.execute(
                 ["git", "commit-tree", tree, *parent, "-m", f"ribbit {self.session_id}: {label}"],
-                env={**os.environ, **RIBBIT_IDENTITY},
+                env={**self.env, **RIBBIT_IDENTITY},
             ).strip()
-            self.repo.git.update_ref(self.ref(len(self.snapshots)), commit)
+            self.repo.git.execute(["git", "update-ref", self.ref(len(self.snapshots)), commit], env=self.env)
         except GIT_ERRORS as exc:
             raise JournalError(f"cannot snapshot the working tree: {_one_line(exc)}") from None
         self.snapshots.append(commit)
@@ -87,7 +91,7 @@ class Journal:
             out = self.repo.git.execute(
                 ["git", "diff", "--binary", "--no-color", "--no-ext-diff", self.snapshots[start], current,
                  "--", self.scope],
-                strip_newline_in_stdout=False,
+                strip_newline_in_stdout=False, env=self.env,
             )
         except GIT_ERRORS as exc:
             raise JournalError(f"cannot compute the session's patch: {_one_line(exc)}") from None
@@ -108,7 +112,7 @@ class Journal:
         if user_index.is_file() and not self.private:
             shutil.copyfile(user_index, index)
         try:
-            yield {**os.environ, "GIT_INDEX_FILE": str(index)}
+            yield {**self.env, "GIT_INDEX_FILE": str(index)}
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 

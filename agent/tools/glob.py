@@ -87,7 +87,7 @@ def walk_with_gitignore(root: Path) -> list[str]:
         if ignore_file.is_file():
             try:
                 lines = ignore_file.read_text(errors="replace").splitlines()
-                specs.append((rel_folder, pathspec.PathSpec.from_lines("gitwildmatch", lines)))
+                specs.append((rel_folder, pathspec.PathSpec.from_lines("gitignore", lines)))
             except OSError:
                 pass
 

@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from agent.approvals import ApprovalDecision
+from tests.unit.helpers import ScriptedApprover, call, make_ctx
+
+
+def test_write_creates_files_and_parent_folders(tmp_path: Path) -> None:
+    out = call(make_ctx(tmp_path), "Write", file_path="pkg/new.py", content="print('hi')\n")
+    assert out.startswith("Created pkg/new.py")
+    assert (tmp_path / "pkg" / "new.py").read_text() == "print('hi')\n"
+
+
+def test_replacing_an_unread_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("old\n")
+    out = call(make_ctx(tmp_path), "Write", file_path="a.txt", content="new\n")
+    assert out.startswith("Error:") and "has not been read" in out
+    assert (tmp_path / "a.txt").read_text() == "old\n"
+
+
+def test_a_file_modified_since_read_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "a.txt"
+    target.write_text("old\n")
+    ctx = make_ctx(tmp_path)
+    call(ctx, "Read", file_path="a.txt")
+    target.write_text("changed by the user\n")
+    for name, args in (("Write", {"content": "x\n"}), ("Edit", {"old_string": "changed", "new_string": "y"})):
+        out = call(ctx, name, file_path="a.txt", **args)
+        assert out.startswith("Error:") and "modified since read" in out
+    assert target.read_text() == "changed by the user\n"
+
+
+def test_write_after_read_replaces_and_keeps_the_file_mode(tmp_path: Path) -> None:
+    target = tmp_path / "run.sh"
+    target.write_text("echo old\n")
+    target.chmod(0o755)
+    ctx = make_ctx(tmp_path)
+    call(ctx, "Read", file_path="run.sh")
+    assert call(ctx, "Write", file_path="run.sh", content="echo new\n").startswith("Replaced run.sh")
+    assert target.read_text() == "echo new\n"
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o755
+    # The agent's own write counts as read: a second write needs no re-read.
+    assert call(ctx, "Write", file_path="run.sh", content="echo newer\n").startswith("Replaced")
+
+
+def test_edit_replaces_a_unique_string_and_shows_the_region(tmp_path: Path) -> None:
+    (tmp_path / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    ctx = make_ctx(tmp_path)
+    call(ctx, "Read", file_path="calc.py")
+    out = call(ctx, "Edit", file_path="calc.py", old_string="a - b", new_string="a + b")
+    assert (tmp_path / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+    assert "     2\t    return a + b" in out
+
+
+def test_edit_errors_identical_not_found_and_ambiguous(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text("x = 1\ny = 1\nvalue = compute(1)\n")
+    ctx = make_ctx(tmp_path)
+    call(ctx, "Read", file_path="m.py")
+    same = call(ctx, "Edit", file_path="m.py", old_string="x", new_string="x")
+    assert same.startswith("Error:") and "identical" in same
+    missing = call(ctx, "Edit", file_path="m.py", old_string="value = compute(2)", new_string="v")
+    assert missing.startswith("Error:") and "not found" in missing
+    assert "     3\tvalue = compute(1)" in missing  # the closest region, numbered
+    twice = call(ctx, "Edit", file_path="m.py", old_string=" = 1", new_string=" = 2")
+    assert twice.startswith("Error:") and "2 times" in twice and "lines 1, 2" in twice
+    assert (tmp_path / "m.py").read_text() == "x = 1\ny = 1\nvalue = compute(1)\n"
+    call(ctx, "Edit", file_path="m.py", old_string=" = 1", new_string=" = 2", replace_all=True)
+    assert (tmp_path / "m.py").read_text() == "x = 2\ny = 2\nvalue = compute(1)\n"
+
+
+def test_crlf_files_match_as_lf_and_keep_crlf(tmp_path: Path) -> None:
+    target = tmp_path / "win.txt"
+    target.write_bytes(b"first line\r\nsecond line\r\n")
+    ctx = make_ctx(tmp_path)
+    call(ctx, "Read", file_path="win.txt")
+    call(ctx, "Edit", file_path="win.txt", old_string="first line\nsecond", new_string="1st line\n2nd")
+    assert target.read_bytes() == b"1st line\r\n2nd line\r\n"
+
+
+def test_rejected_change_leaves_no_trace_and_returns_the_reason(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("a = 1\n")
+    approver = ScriptedApprover(ApprovalDecision(approved=False, reason="use a constant"))
+    ctx = make_ctx(tmp_path, mode="ask", approver=approver)
+    call(ctx, "Read", file_path="a.py")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    out = call(ctx, "Edit", file_path="a.py", old_string="a = 1", new_string="a = 2")
+    assert "rejected" in out and "use a constant" in out
+    assert (tmp_path / "a.py").read_text() == "a = 1\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert len(approver.requests) == 1 and "-a = 1" in approver.requests[0].diff
+
+
+def test_partial_hunk_approval_applies_only_chosen_hunks(tmp_path: Path) -> None:
+    original = "".join(f"line {i}\n" for i in range(1, 21))
+    (tmp_path / "f.txt").write_text(original)
+    approver = ScriptedApprover(ApprovalDecision(approved=True, hunks=[1]))
+    ctx = make_ctx(tmp_path, mode="ask", approver=approver)
+    call(ctx, "Read", file_path="f.txt")
+    new = original.replace("line 2\n", "LINE 2\n").replace("line 19\n", "LINE 19\n")
+    out = call(ctx, "Write", file_path="f.txt", content=new)
+    assert "hunk(s) 2 of 2" in out
+    assert (tmp_path / "f.txt").read_text() == original.replace("line 19\n", "LINE 19\n")
+
+
+def test_write_refuses_git_internals_and_escapes(tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    (root / ".git").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "out").symlink_to(outside)
+    ctx = make_ctx(root)
+    for path in (".git/config", "../evil.txt", "out/evil.txt", str(outside / "x.txt")):
+        assert call(ctx, "Write", file_path=path, content="x").startswith("Error:"), path
+    assert not (root / ".git" / "config").exists() and list(outside.iterdir()) == []
+    assert not (tmp_path / "evil.txt").exists()
