@@ -1,0 +1,61 @@
+"""Runs llama_model_quantize in a child process.
+
+A child keeps llama.cpp's aborts, its memory and its global log hook away from the caller. It
+reports on stdout, one line each: ``PROGRESS i n`` per tensor, ``ERROR text`` for llama.cpp errors.
+Usage: python -m quantize._quantize_worker IN OUT FTYPE_INT [IMATRIX]
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import sys
+from pathlib import Path
+
+_TENSOR_LINE = re.compile(rb"^\[\s*(\d+)/\s*(\d+)\]")
+
+
+def main(argv: list[str]) -> int:
+    import llama_cpp
+
+    src, dst, ftype = argv[0], argv[1], int(argv[2])
+    imatrix_path = Path(argv[3]) if len(argv) > 3 else None
+
+    @llama_cpp.llama_log_callback
+    def on_log(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
+        m = _TENSOR_LINE.match(text)
+        if m:
+            print(f"PROGRESS {int(m.group(1))} {int(m.group(2))}", flush=True)
+        elif level == 3:  # GGML_LOG_LEVEL_ERROR
+            print("ERROR " + text.decode("utf-8", "replace").strip(), flush=True)
+
+    llama_cpp.llama_log_set(on_log, ctypes.c_void_p(0))
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = ftype
+    params.nthread = os.cpu_count() or 1
+    keep_alive = []
+    if imatrix_path is not None:
+        from quantize.errors import QuantizeError
+        from quantize.imatrix import load_imatrix
+
+        try:
+            entries = load_imatrix(imatrix_path)
+        except QuantizeError as exc:
+            print(f"ERROR {exc}", flush=True)
+            return 1
+        arr = (llama_cpp.llama_model_imatrix_data * (len(entries) + 1))()
+        for i, (name, values) in enumerate(entries.items()):
+            name_b = name.encode()
+            buf = (ctypes.c_float * values.size).from_buffer_copy(values.tobytes())
+            keep_alive += [name_b, buf]
+            arr[i].name, arr[i].data, arr[i].size = name_b, ctypes.cast(buf, ctypes.POINTER(ctypes.c_float)), values.size
+        arr[len(entries)].name = None  # terminator
+        keep_alive.append(arr)
+        params.imatrix = ctypes.cast(arr, ctypes.POINTER(llama_cpp.llama_model_imatrix_data))
+    rc = llama_cpp.llama_model_quantize(src.encode(), dst.encode(), ctypes.byref(params))
+    return 0 if rc == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

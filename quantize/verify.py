@@ -1,0 +1,138 @@
+"""``--verify``: load the GGUF with llama.cpp, generate a few tokens and, when transformers is
+installed, compare its logits with the Hugging Face reference on a few prompts."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
+
+VERIFY_PROMPTS: tuple[str, ...] = (
+    "def fibonacci(n):\n    ",
+    "The quick brown fox jumps over the lazy dog, and then",
+    "import os\nimport sys\n\nif __name__ == '__main__':\n",
+)
+
+
+@dataclass(frozen=True)
+class Agreement:
+    positions: int
+    top1_agree: int
+    max_abs_err: float
+    max_abs_ref: float
+
+    @property
+    def top1_rate(self) -> float:
+        return self.top1_agree / max(1, self.positions)
+
+    def line(self) -> str:
+        return (
+            f"top-1 agreement {self.top1_agree}/{self.positions} ({self.top1_rate:.1%}), "
+            f"max |logit diff| {self.max_abs_err:.4f} (max |logit| {self.max_abs_ref:.2f})"
+        )
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """llama.cpp logs model loading to fd 2 even with verbose=False in places; keep it out."""
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def load_llama(path: Path, n_ctx: int = 512) -> Llama:
+    from llama_cpp import Llama
+
+    with _quiet_stderr():
+        return Llama(model_path=str(path), n_ctx=n_ctx, n_batch=n_ctx, logits_all=True, verbose=False,
+                     n_threads=max(1, os.cpu_count() or 1))
+
+
+def llama_logits(llm: Llama, tokens: Sequence[int]) -> np.ndarray:
+    """Logits for every position, shape (len(tokens), n_vocab)."""
+    llm.reset()
+    llm.eval(list(tokens))
+    return np.array(llm.scores[: len(tokens)], dtype=np.float32)
+
+
+def hf_logits(model: Any, tokens: Sequence[int]) -> np.ndarray:
+    import torch
+
+    with torch.no_grad():
+        out = model(torch.tensor([list(tokens)]))
+    return out.logits[0].float().numpy()
+
+
+def agreement(ours: np.ndarray, ref: np.ndarray) -> Agreement:
+    n = min(ours.shape[1], ref.shape[1])
+    ours, ref = ours[:, :n], ref[:, :n]
+    return Agreement(
+        positions=ours.shape[0],
+        top1_agree=int((ours.argmax(-1) == ref.argmax(-1)).sum()),
+        max_abs_err=float(np.abs(ours - ref).max()),
+        max_abs_ref=float(np.abs(ref).max()),
+    )
+
+
+def combine(parts: Sequence[Agreement]) -> Agreement:
+    return Agreement(
+        positions=sum(p.positions for p in parts),
+        top1_agree=sum(p.top1_agree for p in parts),
+        max_abs_err=max(p.max_abs_err for p in parts),
+        max_abs_ref=max(p.max_abs_ref for p in parts),
+    )
+
+
+def load_hf_reference(src: Path) -> Any:
+    """The HF model in float32 (or bfloat16 when float32 would not fit comfortably), text part only."""
+    import torch
+    import transformers
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    config = AutoConfig.from_pretrained(src)
+    n_bytes = sum(p.stat().st_size for p in src.glob("*.safetensors"))
+    dtype = torch.float32 if n_bytes < 2e9 else torch.bfloat16
+    if getattr(config, "text_config", None) is not None and "ForConditionalGeneration" in config.architectures[0]:
+        from transformers import AutoModelForImageTextToText
+
+        return AutoModelForImageTextToText.from_pretrained(src, dtype=dtype).eval()
+    return AutoModelForCausalLM.from_pretrained(src, dtype=dtype).eval()
+
+
+def run_verify(gguf_path: Path, src: Path, say: Any, n_tokens: int = 8) -> None:
+    llm = load_llama(gguf_path)
+    prompt = VERIFY_PROMPTS[0]
+    with _quiet_stderr():
+        text = llm.create_completion(prompt, max_tokens=n_tokens, temperature=0.0)["choices"][0]["text"]
+    say(f"verify: llama.cpp loaded {gguf_path.name} and generated {n_tokens} tokens: {prompt + text!r}")
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError:
+        say("verify: transformers not installed; skipped the logit comparison with the HF reference")
+        return
+    try:
+        model = load_hf_reference(src)
+    except Exception as exc:  # the reference is optional; say why it did not run
+        say(f"verify: could not load the HF reference ({type(exc).__name__}: {exc}); skipped the comparison")
+        return
+    parts = []
+    for p in VERIFY_PROMPTS:
+        tokens = llm.tokenize(p.encode(), add_bos=True, special=True)
+        parts.append(agreement(llama_logits(llm, tokens), hf_logits(model, tokens)))
+    say(f"verify: vs transformers on {len(VERIFY_PROMPTS)} prompts: {combine(parts).line()}")
