@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.apply import atomic_write
+from agent.apply import atomic_write, encode_text
 from agent.approvals import ApprovalPolicy, Approver, EditApprovalRequest
 from agent.diffs import apply_hunks, make_hunks, unified_diff
 from agent.events import ApprovalEvent, EventSink
@@ -65,7 +65,7 @@ class ChangeGate:
                 if not selected:
                     return ChangeOutcome(applied=False, reason=decision.reason, total_hunks=len(hunks))
                 new_text = apply_hunks(old_text or "", hunks, set(selected))
-        data = new_text.encode("utf-8")
+        data = encode_text(new_text, old_text)  # keeps a CRLF file CRLF
         atomic_write(path, data)
         self.read_state.record(path, data)
         self.files_changed.add(display)

@@ -1,16 +1,21 @@
-"""Running Bash commands: a plain local runner and a bubblewrap sandbox, behind one small interface.
+"""Running Bash commands: a plain local runner and two sandboxes, behind one small interface.
 
-The sandbox (Linux, bubblewrap): the whole system read-only, the repository writable except `.git/`,
-a private /tmp, no network, a new PID namespace, and it dies with ribbit.
+Linux (bubblewrap): the whole system read-only, the repository writable except `.git/`, a private
+/tmp, no network, a new PID namespace, and it dies with ribbit (--die-with-parent).
+macOS (sandbox-exec): the same file rules and no network through a Seatbelt profile; there is no
+PID namespace there, so the process group is killed when ribbit exits.
+Every runner: empty stdin, output capped head+tail, timeout and cancel kill the whole process group.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -94,6 +99,7 @@ class LocalRunner:
             argv, cwd=str(cwd if cwd.is_dir() else self.root), stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, env=env,
         )
+        _RUNNING.add(proc)
         capture = _Capture()
         assert proc.stdout is not None
         reader = threading.Thread(target=_pump, args=(proc.stdout, capture), daemon=True)
@@ -113,6 +119,7 @@ class LocalRunner:
             except subprocess.TimeoutExpired:
                 pass
         proc.wait()
+        _RUNNING.discard(proc)
         # Survivors that escaped the group could hold the pipe open; don't wait on them forever.
         reader.join(timeout=2)
         final_cwd = None
@@ -156,6 +163,64 @@ class BwrapRunner(LocalRunner):
         return args + argv
 
 
+SEATBELT_PROFILE = """(version 1)
+(deny default)
+(allow process-exec process-fork)
+(allow signal (target same-sandbox))
+(allow sysctl-read)
+(allow mach-lookup)
+(allow ipc-posix-shm ipc-posix-sem)
+(allow file-read*)
+(allow file-ioctl)
+(allow file-write-data (literal "/dev/null") (literal "/dev/zero") (regex #"^/dev/tty") (regex #"^/dev/fd/"))
+(allow file-write* (subpath (param "ROOT")) (subpath (param "TMP")) (subpath (param "STATE")))
+(deny file-write* (subpath (param "GITDIR")) (literal (param "GITDIR")))
+(deny network*)
+"""
+
+
+class SandboxExecRunner(LocalRunner):
+    """macOS: Seatbelt via sandbox-exec. Written to the same rules as BwrapRunner; untested here."""
+
+    name = "sandbox-exec"
+    sandboxed = True
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self._tmp = Path(tempfile.mkdtemp(prefix="ribbit-tmp-"))  # the private TMPDIR
+
+    def wrap(self, argv: list[str], cwd: Path) -> list[str]:
+        real = lambda p: str(Path(p).resolve())  # noqa: E731 (Seatbelt matches resolved paths: /private/var/...)
+        return [
+            "sandbox-exec", "-p", SEATBELT_PROFILE,
+            "-D", f"ROOT={real(self.root)}", "-D", f"TMP={real(self._tmp)}", "-D", f"STATE={real(self._state)}",
+            "-D", f"GITDIR={real(self.root / '.git')}",
+            "/usr/bin/env", f"TMPDIR={self._tmp}", *argv,
+        ]
+
+
+def sandbox_available() -> tuple[bool, str]:
+    """Whether this machine has a working sandbox for Bash, and which (or why not)."""
+    if sys.platform == "darwin":
+        return sandbox_exec_works()
+    if sys.platform.startswith("linux"):
+        return bwrap_works()
+    return False, f"no sandbox for Bash on {sys.platform}"
+
+
+def sandbox_exec_works() -> tuple[bool, str]:
+    exe = shutil.which("sandbox-exec")
+    if not exe:
+        return False, "sandbox-exec is not available"
+    try:
+        probe = subprocess.run([exe, "-p", "(version 1)(allow default)", "/usr/bin/true"], capture_output=True, timeout=10)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return False, f"sandbox-exec failed to start: {exc}"
+    if probe.returncode != 0:
+        return False, "sandbox-exec refused to run: " + probe.stderr.decode(errors="replace").strip()[:200]
+    return True, "sandbox-exec"
+
+
 def bwrap_works() -> tuple[bool, str]:
     """Whether bubblewrap can actually create its namespaces here (containers sometimes forbid it)."""
     exe = shutil.which("bwrap")
@@ -175,9 +240,20 @@ def bwrap_works() -> tuple[bool, str]:
 
 
 def make_runner(root: Path, want_sandbox: bool = True) -> CommandRunner:
-    if want_sandbox and bwrap_works()[0]:
-        return BwrapRunner(root)
+    if want_sandbox and sandbox_available()[0]:
+        return SandboxExecRunner(root) if sys.platform == "darwin" else BwrapRunner(root)
     return LocalRunner(root)
+
+
+# Commands still running when ribbit exits are killed with their process group (a sandboxed one
+# also dies through --die-with-parent; this covers the unsandboxed runner and macOS).
+_RUNNING: set[subprocess.Popen[bytes]] = set()
+
+
+@atexit.register
+def _kill_running() -> None:
+    for proc in list(_RUNNING):
+        _kill_group(proc)
 
 
 def _pump(stream, capture: _Capture) -> None:  # type: ignore[no-untyped-def]

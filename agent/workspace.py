@@ -1,21 +1,25 @@
-"""Wiring one agent session onto a repository: sandbox, policy, journal. Used by the TUI and `ribbit run`."""
+"""Wiring one agent session onto a repository: sandbox, policy, journal, watcher. Used by the TUI and `ribbit run`."""
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.approvals import AllowList, ApprovalPolicy, Approver, Mode
-from agent.events import EventSink
-from agent.journal import Journal, state_home
+from agent.events import AgentEvent, EventSink, ExternalChangeEvent, NoticeEvent
+from agent.journal import Journal, UndoResult, state_home
 from agent.loop import AgentSession, Limits
-from agent.sandbox import CommandRunner, bwrap_works, make_runner
+from agent.readstate import ReadState
+from agent.sandbox import CommandRunner, make_runner, sandbox_available
+from agent.watcher import ExternalChange, RepoWatcher, WatchedRunner
 from models.base import ChatModel
 from models.chat import ToolCall
 
 # Tools whose calls may change files; only steps with one of them are snapshotted.
 CHANGING_TOOLS = frozenset({"Write", "Edit", "Bash"})
+NOTE_MAX_PATHS = 20
 
 
 class SetupError(Exception):
@@ -37,14 +41,50 @@ def check_repo(repo: str | Path) -> Path:
     return root.resolve()
 
 
+def external_note(change: ExternalChange) -> str:
+    """The short note the model's next turn gets."""
+    shown = [p + (" (deleted)" if p in change.deleted else "") for p in change.paths[:NOTE_MAX_PATHS]]
+    more = f" and {len(change.paths) - NOTE_MAX_PATHS} more" if len(change.paths) > NOTE_MAX_PATHS else ""
+    return (
+        "Note: files changed outside the agent since your last turn: " + ", ".join(shown) + more
+        + ". Read them again before editing them."
+    )
+
+
+def locked_sink(sink: EventSink) -> EventSink:
+    """The watcher's thread emits too; one lock keeps events whole and in order for every consumer."""
+    lock = threading.Lock()
+
+    def emit(event: AgentEvent) -> None:
+        with lock:
+            sink(event)
+
+    return emit
+
+
 @dataclass
 class Workspace:
     session: AgentSession
     journal: Journal
     runner: CommandRunner
+    watcher: RepoWatcher | None = None
+    # One line each for the status bar / stderr: sandbox state, watcher method.
+    sandbox_status: str = ""
+    watch_status: str = ""
+    notices: list[str] = field(default_factory=list)
 
     def patch(self) -> str:
         return self.journal.patch()
+
+    def undo_last(self) -> UndoResult:
+        """`/undo`: the journal's undo_last (JournalError with one line when it refuses)."""
+        return self.journal.undo_last()
+
+    def close(self) -> None:
+        """Stop the watcher thread; safe to call more than once."""
+        if self.watcher is not None:
+            self.watcher.stop()
+            self.watcher = None
 
 
 def open_workspace(
@@ -56,23 +96,59 @@ def open_workspace(
     sink: EventSink,
     limits: Limits | None = None,
     no_sandbox: bool = False,
+    watch: bool = True,
+    journal_namespace: str | None = None,
 ) -> Workspace:
     root = check_repo(root)
-    sandbox_ok, why = (False, "disabled by --no-sandbox") if no_sandbox else bwrap_works()
+    sandbox_ok, why = (False, "disabled by --no-sandbox") if no_sandbox else sandbox_available()
     if mode in ("full-auto", "review") and not sandbox_ok and not no_sandbox:
         raise SetupError(f"{mode} mode needs a sandbox for Bash, and there is none ({why}); pass --no-sandbox to run anyway")
-    runner = make_runner(root, want_sandbox=sandbox_ok)
+    runner: CommandRunner = make_runner(root, want_sandbox=sandbox_ok)
+    sandbox_status = (
+        f"sandbox: {runner.name}" if runner.sandboxed
+        else f"NO SANDBOX ({why}): " + ("Bash runs unconfined" if mode in ("full-auto", "review") else "every Bash call asks")
+    )
     allow = AllowList(project_state(root) / "allow.json")
     policy = ApprovalPolicy(mode, allow, sandboxed=runner.sandboxed)
-    journal = Journal(root)
+    journal = Journal(root, namespace=journal_namespace) if journal_namespace else Journal(root)
+    swept = journal.sweep_temp_files()
     journal.snapshot("start")
+    sink = locked_sink(sink)
+    read_state = ReadState()
+    watcher: RepoWatcher | None = None
+    notices = [sandbox_status]
+    if swept:
+        notices.append("removed temp files left by an interrupted write: " + ", ".join(swept[:5]))
+    session_box: list[AgentSession] = []
+
+    def on_external(change: ExternalChange) -> None:
+        for rel in change.paths:
+            read_state.mark_stale(root / rel)
+        if session_box:
+            session_box[0].add_note(external_note(change))
+        sink(ExternalChangeEvent(paths=change.paths))
+
+    if watch:
+        watcher = RepoWatcher(root, on_external, is_ignored=journal.ignored)
+        notices.append(watcher.start())
+        runner = WatchedRunner(runner, watcher)
     session = AgentSession(
         model, root, policy=policy, approver=approver, runner=runner, sink=sink, limits=limits,
+        read_state=read_state, on_applied=watcher.agent_wrote if watcher else None,
     )
+    session_box.append(session)
 
     def after_step(step: int, calls: list[ToolCall]) -> None:
         if any(call.name in CHANGING_TOOLS for call in calls):
-            journal.snapshot(f"step {step}")
+            foreign, mixed = watcher.take_since_snapshot() if watcher else (set(), set())
+            journal.snapshot(f"step {step}", foreign=foreign, mixed=mixed)
 
     session.after_step = after_step
-    return Workspace(session=session, journal=journal, runner=runner)
+    for line in notices:
+        # Only what the user must know about goes to the live stream; the rest is in `notices`.
+        if line.startswith("NO SANDBOX") or "polling" in line or line.startswith("removed temp"):
+            sink(NoticeEvent(level="warning", text=line))
+    return Workspace(
+        session=session, journal=journal, runner=runner, watcher=watcher, sandbox_status=sandbox_status,
+        watch_status=watcher.message if watcher else "", notices=notices,
+    )
