@@ -4,25 +4,46 @@ The backend keeps the exact tokens it has evaluated — prompt tokens and the sa
 themselves — and each turn evaluates only what is new: the rest of the last turn's closing
 (`<|im_end|>\\n`), the tool results and the next generation prompt. History is never re-rendered,
 which is what makes FrogNano's hybrid (non-rewindable) architecture usable on a CPU.
+
+Where the conversation does not extend the stream (a new task, `/clear`, an undo that rewinds it),
+the backend restores a saved state instead of re-evaluating (models.state_cache): the template's
+tool definitions and the system prompt are snapshotted — in memory and on disk — and so is the
+start of every task. Tool calls are constrained by a lazy grammar once the model opens one
+(models.grammar). Context, KV type, batch and threads come from the memory planner (models.memory).
+
+Backend-specific extras beyond the ChatModel protocol (see `StatefulChatModel`):
+`preload(system, tools)` evaluates or loads the system prompt ahead of the first task,
+`restore_system_snapshot()` puts the context back to just the system prompt, `stats` counts tokens.
 """
 
 from __future__ import annotations
 
 import codecs
-import os
+import ctypes
+import re
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 from models.base import (
     Chunk, ContextFull, GenerationRequest, ModelError, ModelInfo, PrefillProgress, TextChunk, TurnEnd, Usage,
 )
 from models.chat import ChatMessage, ToolSpec
 from models.chat_template import ChatTemplate
+from models.grammar import ToolCallGrammar, tool_call_grammar
+from models.memory import MemoryPlan, available_memory, plan_memory
+from models.state_cache import DiskStateCache, Snapshot, SnapshotStore, capture_state, model_identity, restore_state
 
 GGUF_MAGIC = b"GGUF"
 # The assistant turn the backend generated itself: its tokens are already in the stream.
 _GENERATED = "<generated assistant turn>"
+_STAND_IN = "RIBBIT_SYSTEM_STAND_IN_51c2"
+# A prompt prefix shorter than this is not worth a snapshot of its own.
+MIN_PREFIX_SNAPSHOT = 64
+# Prompt tokens evaluated between two checks of should_stop (and two progress reports).
+PREFILL_CHUNK = 128
 
 FILE_TYPES = {
     0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K", 11: "Q3_K_S",
@@ -30,16 +51,29 @@ FILE_TYPES = {
     32: "BF16",
 }
 
+__all__ = ["LlamaCppModel", "StatefulChatModel", "EngineStats", "available_memory", "check_model_file"]
 
-def available_memory() -> int | None:
-    """Bytes the kernel says can be allocated without swapping (MemAvailable), if known."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+
+@runtime_checkable
+class StatefulChatModel(Protocol):
+    """Optional extras of a backend that keeps a token cache (the llama.cpp one)."""
+
+    def preload(self, system: ChatMessage, tools: Sequence[ToolSpec]) -> Iterator[PrefillProgress]: ...
+
+    def restore_system_snapshot(self) -> bool: ...
+
+
+@dataclass
+class EngineStats:
+    """Counts over the backend's life: what was decoded versus what the stream holds."""
+
+    evaluated: int = 0  # every token run through llama_decode (prompt and sampled)
+    restored: int = 0  # tokens brought back from a snapshot instead of being evaluated
+    disk_loads: int = 0
+    snapshot_restores: int = 0
+    grammar_triggers: int = 0
+    grammar_skipped: int = 0
+    turns: list[Usage] = field(default_factory=list)
 
 
 def check_model_file(path: Path) -> None:
@@ -74,28 +108,42 @@ class LlamaCppModel:
         *,
         n_ctx: int = 8192,
         n_threads: int | None = None,
-        n_batch: int = 256,
+        n_batch: int | None = None,
         temperature: float = 0.7,
         top_p: float = 0.8,
         top_k: int = 20,
         min_p: float = 0.0,
         seed: int = 0,
+        plan: MemoryPlan | None = None,
+        grammar: bool = True,
+        state_dir: Path | None = None,
+        persist_states: bool = True,
+        snapshot_budget: int = 1 << 30,
+        prefill_chunk: int = PREFILL_CHUNK,
     ) -> None:
         check_model_file(path)
         try:
             import llama_cpp
         except ImportError as exc:  # a broken install, not a user error
             raise ModelError(f"llama-cpp-python is not usable: {exc}") from None
-        threads = n_threads or max(1, os.cpu_count() or 1)
+        self.plan = plan or plan_memory(path, n_ctx)
+        if n_threads:
+            self.plan.n_threads = n_threads
+        if n_batch:
+            self.plan.n_batch = n_batch
         try:
             self.llm = llama_cpp.Llama(
-                model_path=str(path), n_ctx=n_ctx, n_batch=n_batch, n_ubatch=n_batch, n_threads=threads,
-                n_threads_batch=threads, seed=seed, verbose=False,
+                model_path=str(path), n_ctx=self.plan.n_ctx, n_batch=self.plan.n_batch, n_ubatch=self.plan.n_batch,
+                n_threads=self.plan.n_threads, n_threads_batch=self.plan.n_threads, seed=seed,
+                flash_attn=self.plan.flash_attn, type_k=self.plan.type_kv, type_v=self.plan.type_kv, verbose=False,
             )
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelError(f"llama.cpp cannot load {path.name}: {exc}") from None
+        self._llama_cpp = llama_cpp
         self.sampling = dict(temp=temperature, top_p=top_p, top_k=top_k, min_p=min_p)
-        self.n_batch = n_batch
+        self.n_batch = self.plan.n_batch
+        self.prefill_chunk = max(1, min(prefill_chunk, self.plan.n_batch))
+        self.use_grammar = grammar
         meta = dict(self.llm.metadata)
         arch = meta.get("general.architecture", "")
         self.template = ChatTemplate(
@@ -113,37 +161,227 @@ class LlamaCppModel:
             context_length=self.llm.n_ctx(),
             opens_reasoning=self.template.opens_reasoning,
         )
+        self.recurrent = bool(self.llm._is_recurrent or self.llm._is_hybrid)  # noqa: SLF001
         self.stop_ids = {self.llm.token_eos(), *self._tokenize(self.template.turn_close)}
         self._close_tokens = self._tokenize(self.template.turn_close + self.template.turn_end)
         self._consumed: list[str] = []
         self._pending: list[int] = []
+        self._system_tokens: list[int] | None = None
+        self.snapshots = SnapshotStore(budget=snapshot_budget)
+        identity = model_identity(path, kv=self.plan.kv_type, flash=self.plan.flash_attn)
+        self.disk = DiskStateCache(identity, state_dir) if persist_states else None
+        self.stats = EngineStats()
+        self._grammars: dict[str, ToolCallGrammar | None] = {}
 
     # -- ChatModel ------------------------------------------------------------------------------
 
     def generate(self, request: GenerationRequest) -> Iterator[Chunk]:
-        new_tokens = self._tokens_to_append(request.messages, request.tools)
+        messages, tools = list(request.messages), list(request.tools)
+        segments = self._prepare(messages, tools)
+        new_tokens = [t for tokens, _ in segments for t in tokens]
         cached = self.llm.n_tokens
         if cached + len(new_tokens) + 1 >= self.info.context_length:
             raise ContextFull(
                 f"the prompt needs {cached + len(new_tokens)} tokens but the context holds {self.info.context_length}"
             )
-        usage = Usage(prompt_tokens=cached + len(new_tokens), cached_tokens=cached, evaluated_tokens=len(new_tokens))
+        usage = Usage(prompt_tokens=cached + len(new_tokens), cached_tokens=cached, evaluated_tokens=0)
+        done_messages = [fingerprint(m) for m in messages] + [_GENERATED]
         started = time.perf_counter()
-        for done in range(0, len(new_tokens), self.n_batch):
-            if request.should_stop():
-                # What was not evaluated stays pending; the turn counts as an empty one.
-                self._pending = list(new_tokens[done:]) + self._close_tokens
+        done = 0
+        for seg_index, (tokens, mark) in enumerate(segments):
+            for start in range(0, len(tokens), self.prefill_chunk):
+                if request.should_stop():
+                    # What was not evaluated stays pending, so the stream stays exactly what a full run
+                    # would have had; the turn counts as an empty assistant turn.
+                    rest = tokens[start:] + [t for later, _ in segments[seg_index + 1 :] for t in later]
+                    self._pending = rest + self._close_tokens
+                    self._consumed = done_messages
+                    usage.prompt_tokens = cached + done
+                    usage.prefill_s = time.perf_counter() - started
+                    self.stats.turns.append(usage)
+                    yield TurnEnd(finish_reason="cancelled", usage=usage)
+                    return
+                chunk = tokens[start : start + self.prefill_chunk]
+                self._eval(chunk)
+                done += len(chunk)
                 usage.evaluated_tokens = done
-                usage.prefill_s = time.perf_counter() - started
-                yield TurnEnd(finish_reason="cancelled", usage=usage)
-                return
-            self._eval(new_tokens[done : done + self.n_batch])
-            yield PrefillProgress(done=min(done + self.n_batch, len(new_tokens)), total=len(new_tokens))
+                yield PrefillProgress(done=done, total=len(new_tokens))
+            if mark:
+                self._snapshot_prefix(mark)
+        self._pending = []
+        self._consumed = done_messages
         usage.prefill_s = time.perf_counter() - started
+        yield from self._decode(request, tools, usage)
+
+    def context_used(self) -> int:
+        return self.llm.n_tokens + len(self._pending)
+
+    def close(self) -> None:
+        self.snapshots.clear()
+        self.llm.close()
+
+    # -- extras (StatefulChatModel) -------------------------------------------------------------
+
+    def preload(self, system: ChatMessage, tools: Sequence[ToolSpec]) -> Iterator[PrefillProgress]:
+        """Evaluate (or load from disk) the system prompt and tool definitions before the first task."""
+        parts = self._prompt_parts([system], list(tools), with_rest=False)
+        segments = self._restore_prefix(parts)
+        total = sum(len(t) for t, _ in segments)
+        done = 0
+        for tokens, mark in segments:
+            for start in range(0, len(tokens), self.prefill_chunk):
+                chunk = tokens[start : start + self.prefill_chunk]
+                self._eval(chunk)
+                done += len(chunk)
+                yield PrefillProgress(done=done, total=total)
+            if mark:
+                self._snapshot_prefix(mark)
+
+    def restore_system_snapshot(self) -> bool:
+        """Back to just the system prompt (for /clear); False when none was taken yet."""
+        if self._system_tokens is None:
+            return False
+        snap = self.snapshots.prefix("system", self._system_tokens)
+        if snap is None or not self._restore(snap):
+            return False
+        self._consumed, self._pending = [], []
+        return True
+
+    def last_logits(self) -> Any:
+        """The logits after the last evaluated token, as a numpy array (tests, diagnostics)."""
+        import numpy as np
+
+        pointer = self.llm._ctx.get_logits_ith(-1)  # noqa: SLF001
+        return np.ctypeslib.as_array(pointer, shape=(self.llm.n_vocab(),)).copy()
+
+    def stream_tokens(self) -> list[int]:
+        return [int(t) for t in self.llm.input_ids[: self.llm.n_tokens]]
+
+    # -- the token stream -----------------------------------------------------------------------
+
+    def _prepare(self, messages: list[ChatMessage], tools: list[ToolSpec]) -> list[tuple[list[int], str | None]]:
+        """Segments of new tokens to evaluate, each with the snapshot to take after it (if any).
+
+        Extends the stream when the conversation extends what was evaluated; else restores the best
+        snapshot (a task start, the system prompt, the tool definitions) and renders only what follows.
+        """
+        prints = [fingerprint(m) for m in messages]
+        if self._consumed and self._extends(messages, prints, self._consumed):
+            new = messages[len(self._consumed) :]
+            if any(m.role == "user" for m in new):
+                self._snapshot_turn()
+            return [(self._pending + self._tokenize(self.template.delta(new, tools)), None)]
+        for snap in self.snapshots.turns():
+            if snap.consumed and self._extends(messages, prints, snap.consumed) and self._restore(snap):
+                self._consumed, self._pending = list(snap.consumed), list(snap.pending)
+                new = messages[len(snap.consumed) :]
+                return [(self._pending + self._tokenize(self.template.delta(new, tools)), None)]
+        self._consumed, self._pending = [], []
+        return self._restore_prefix(self._prompt_parts(messages, tools, with_rest=True))
+
+    def _prompt_parts(self, messages: list[ChatMessage], tools: list[ToolSpec], with_rest: bool) -> list[tuple[list[int], str | None]]:
+        """A fresh render cut into (tool definitions, system prompt, rest), tokenised separately."""
+        text = self.template.render_conversation(messages, tools) if with_rest else ""
+        cuts: list[tuple[str, str | None]] = []
+        if messages and messages[0].role == "system":
+            sys_text = self.template.render(self.template.template_messages(messages[:1]), tools, False)
+            stand_in = messages[0].model_copy(update={"content": _STAND_IN})
+            shell = self.template.render(self.template.template_messages([stand_in]), tools, False)
+            scaffold = shell[: shell.find(_STAND_IN)] if _STAND_IN in shell else ""
+            if not with_rest:
+                text = sys_text
+            if text.startswith(sys_text):
+                if scaffold and sys_text.startswith(scaffold):
+                    cuts.append((scaffold, "tools"))
+                cuts.append((sys_text, "system"))
+        cuts.append((text, None))
+        bos = not (self.template.bos_token and text.startswith(self.template.bos_token))
+        segments: list[tuple[list[int], str | None]] = []
+        position = 0
+        for end_text, mark in cuts:
+            piece = end_text[position:]
+            tokens = self._tokenize(piece, bos=bos and position == 0)
+            position = len(end_text)
+            if mark == "tools" and len(tokens) < MIN_PREFIX_SNAPSHOT:
+                mark = None
+            if segments and segments[-1][1] is None:  # merge into the previous unmarked segment
+                segments[-1] = (segments[-1][0] + tokens, mark)
+            else:
+                segments.append((tokens, mark))
+        return [s for s in segments if s[0] or s[1]]
+
+    def _restore_prefix(self, segments: list[tuple[list[int], str | None]]) -> list[tuple[list[int], str | None]]:
+        """Skip the longest marked prefix a snapshot already holds (the context itself, memory, disk)."""
+        prefix: list[int] = []
+        ends = []
+        for index, (tokens, mark) in enumerate(segments):
+            prefix = prefix + tokens
+            if mark:
+                ends.append((index, list(prefix), mark))
+                if mark == "system":
+                    self._system_tokens = list(prefix)
+        current = self.stream_tokens() if not self._pending else None
+        for index, tokens, mark in reversed(ends):
+            if current == tokens:
+                return segments[index + 1 :]
+            snap = self.snapshots.prefix(mark, tokens)
+            if snap is not None and self._restore(snap):
+                return segments[index + 1 :]
+            if self.disk is not None and self.disk.load(self.llm, tokens):
+                self.stats.disk_loads += 1
+                self.stats.restored += len(tokens)
+                self.snapshots.add(Snapshot(tokens=tokens, data=capture_state(self.llm), kind=mark))
+                return segments[index + 1 :]
+        self.llm.reset()
+        return segments
+
+    def _extends(self, messages: Sequence[ChatMessage], prints: list[str], consumed: list[str]) -> bool:
+        if len(messages) <= len(consumed):
+            return False
+        for index, seen in enumerate(consumed):
+            if seen == _GENERATED:
+                if messages[index].role != "assistant":
+                    return False
+            elif prints[index] != seen:
+                return False
+        return True
+
+    def _snapshot_prefix(self, kind: str) -> None:
+        tokens = self.stream_tokens()
+        if self.snapshots.prefix(kind, tokens) is None:
+            self.snapshots.add(Snapshot(tokens=tokens, data=capture_state(self.llm), kind=kind))
+        if self.disk is not None and not self.disk.has(tokens):
+            self.disk.save(self.llm, tokens)
+
+    def _snapshot_turn(self) -> None:
+        tokens = self.stream_tokens()
+        self.snapshots.add(
+            Snapshot(tokens=tokens, data=capture_state(self.llm), consumed=list(self._consumed), pending=list(self._pending))
+        )
+
+    def _restore(self, snap: Snapshot) -> bool:
+        if not restore_state(self.llm, snap.data, snap.tokens):
+            self.llm.reset()
+            return False
+        self.stats.snapshot_restores += 1
+        self.stats.restored += len(snap.tokens)
+        return True
+
+    def reset(self) -> None:
+        self.llm.reset()
+        self._consumed = []
+        self._pending = []
+
+    # -- generation -----------------------------------------------------------------------------
+
+    def _decode(self, request: GenerationRequest, tools: list[ToolSpec], usage: Usage) -> Iterator[Chunk]:
         started = time.perf_counter()
         finish = "stop"
         sampler = self.llm._init_sampler(**self.sampling)  # noqa: SLF001 — one sampler per turn keeps its state
+        watcher = self._grammar_watcher(tools)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        vocab = self.llm._model.vocab  # noqa: SLF001
+        is_eog = self._llama_cpp.llama_vocab_is_eog
         produced = 0
         self._pending = list(self._close_tokens)
         while True:
@@ -158,10 +396,16 @@ class LlamaCppModel:
                 break
             token = sampler.sample(self.llm._ctx, -1)  # noqa: SLF001
             produced += 1
-            if token in self.stop_ids:
+            if token in self.stop_ids or is_eog(vocab, token):
                 break
             self._eval([token])
-            piece = decoder.decode(self.llm.detokenize([token], special=True))
+            raw = self.llm.detokenize([token], special=True)
+            if watcher is not None:
+                switched = watcher.feed(token, raw)
+                if switched is not None:
+                    sampler = switched
+                    watcher = None
+            piece = decoder.decode(raw)
             if piece:
                 yield TextChunk(piece)
         tail = decoder.decode(b"", final=True)
@@ -169,49 +413,48 @@ class LlamaCppModel:
             yield TextChunk(tail)
         usage.completion_tokens = produced
         usage.decode_s = time.perf_counter() - started
-        self._consumed = [fingerprint(m) for m in request.messages] + [_GENERATED]
+        self.stats.turns.append(usage)
         yield TurnEnd(finish_reason=finish, usage=usage)  # type: ignore[arg-type]
 
-    def context_used(self) -> int:
-        return self.llm.n_tokens + len(self._pending)
+    def _grammar_watcher(self, tools: list[ToolSpec]) -> _GrammarWatcher | None:
+        if not self.use_grammar or not tools:
+            return None
+        key = "|".join(t.model_dump_json() for t in tools)
+        if key not in self._grammars:
+            self._grammars[key] = tool_call_grammar(self.info.dialect, tools, self.info.opens_reasoning)
+        grammar = self._grammars[key]
+        return _GrammarWatcher(self, grammar, tools) if grammar is not None else None
 
-    def close(self) -> None:
-        self.llm.close()
+    def _constrained_sampler(self, gbnf: str) -> Any:
+        """The turn's sampler chain with a (non-lazy) grammar after the penalties, as llama-cpp-python orders it."""
+        from llama_cpp._internals import LlamaSampler
 
-    # -- the token stream -----------------------------------------------------------------------
-
-    def _tokens_to_append(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> list[int]:
-        """Only the new tokens when the conversation extends what was evaluated; else a fresh render."""
-        prints = [fingerprint(m) for m in messages]
-        if self._consumed and self._extends(messages, prints):
-            new = list(messages[len(self._consumed) :])
-            text = self.template.delta(new, list(tools))
-            return self._pending + self._tokenize(text)
-        self.reset()
-        text = self.template.render_conversation(list(messages), list(tools))
-        return self._tokenize(text, bos=not (self.template.bos_token and text.startswith(self.template.bos_token)))
-
-    def _extends(self, messages: Sequence[ChatMessage], prints: list[str]) -> bool:
-        if len(messages) <= len(self._consumed):
-            return False
-        for index, seen in enumerate(self._consumed):
-            if seen == _GENERATED:
-                if messages[index].role != "assistant":
-                    return False
-            elif prints[index] != seen:
-                return False
-        return True
-
-    def reset(self) -> None:
-        self.llm.reset()
-        self._consumed = []
-        self._pending = []
+        llama_cpp = self._llama_cpp
+        grammar = llama_cpp.llama_sampler_init_grammar(self.llm._model.vocab, gbnf.encode("utf-8"), b"root")  # noqa: SLF001
+        if not grammar:
+            return None
+        sampler = LlamaSampler()
+        sampler.add_penalties(n_vocab=self.llm.n_vocab(), penalty_last_n=self.llm.last_n_tokens_size,
+                              penalty_repeat=1.0, penalty_freq=0.0, penalty_present=0.0)
+        llama_cpp.llama_sampler_chain_add(sampler.sampler, grammar)
+        temp = self.sampling["temp"]
+        if temp == 0.0:
+            sampler.add_greedy()
+        else:
+            sampler.add_top_k(self.sampling["top_k"])
+            sampler.add_typical(1.0, 1)
+            sampler.add_top_p(self.sampling["top_p"], 1)
+            sampler.add_min_p(self.sampling["min_p"], 1)
+            sampler.add_temp(temp)
+            sampler.add_dist(self.llm._seed)  # noqa: SLF001
+        return sampler, grammar
 
     def _eval(self, tokens: Sequence[int]) -> None:
         try:
             self.llm.eval(tokens)
         except RuntimeError as exc:
             raise ModelError(f"llama.cpp failed while evaluating: {exc}") from None
+        self.stats.evaluated += len(tokens)
 
     def _tokenize(self, text: str, bos: bool = False) -> list[int]:
         if not text:
@@ -222,3 +465,97 @@ class LlamaCppModel:
         if token < 0:
             return ""
         return self.llm.detokenize([token], special=True).decode("utf-8", "replace")
+
+
+# What may follow the trigger inside the token that completed it, per dialect, before the grammar takes
+# over: a llama.cpp grammar aborts the process on text it cannot accept, so anything else leaves the
+# turn unconstrained.
+_JSON_TAIL = re.compile(r'[ \t\n]{0,16}(?::[ \t\n]{0,16}(?:"(?P<name>[A-Za-z_]*))?)?')
+_HERMES_TAIL = re.compile(r'[ \t\n]{0,16}(?:\{[ \t\n]{0,16}(?P<key>"[a-z]*)?)?')
+
+
+class _GrammarWatcher:
+    """Watches the generated text for the start of a tool call, then swaps in a grammar sampler.
+
+    Done in Python rather than with llama.cpp's lazy-grammar triggers, whose std::regex runs over the
+    whole turn at every token (quadratic, and it recurses on long reasoning).
+    """
+
+    def __init__(self, model: LlamaCppModel, grammar: ToolCallGrammar, tools: list[ToolSpec]) -> None:
+        self.model = model
+        self.grammar = grammar
+        self.names = [t.name for t in tools]
+        self.buffer = bytearray()
+        self.starts: list[int] = []
+        self.tokens: list[int] = []
+        self.armed = not model.info.opens_reasoning
+        self.dead = False
+        self.scan_from = 0
+        if grammar.dialect == "json":
+            self.triggers = [re.compile(rb'\{[ \t\n]{0,16}"(?:tool|name)"')]
+        elif grammar.dialect == "hermes":
+            self.triggers = [re.compile(rb"<tool_call>")]
+        else:
+            self.triggers = [re.compile(rb"<tool_call>|<function=")]
+
+    def feed(self, token: int, raw: bytes) -> Any:
+        self.starts.append(len(self.buffer))
+        self.tokens.append(token)
+        self.buffer += raw
+        if self.dead:
+            return None
+        window_from = max(0, self.scan_from - 24)
+        if not self.armed:
+            close = self.buffer.find(b"</think>", window_from)
+            if close == -1:
+                self.scan_from = len(self.buffer)
+                return None
+            self.armed = True
+            window_from = close + len(b"</think>")
+        for trigger in self.triggers:
+            match = trigger.search(self.buffer, window_from)
+            if match:
+                return self._switch(match)
+        self.scan_from = len(self.buffer)
+        return None
+
+    def _switch(self, match: re.Match[bytes]) -> Any:
+        at = match.start()
+        first = max(i for i, s in enumerate(self.starts) if s <= at)
+        lead = bytes(self.buffer[self.starts[first] : at])
+        tail = bytes(self.buffer[match.end() :])
+        try:
+            lead_text, tail_text, matched = lead.decode("utf-8"), tail.decode("utf-8"), match.group(0).decode()
+        except UnicodeDecodeError:
+            return self._skip()
+        if not self._tail_ok(matched, tail_text):
+            return self._skip()
+        from models.grammar import literal
+
+        gbnf = self.grammar.gbnf.replace("root ::= ", "root ::= " + (literal(lead_text) + " " if lead_text else ""), 1)
+        built = self.model._constrained_sampler(gbnf)  # noqa: SLF001
+        if built is None:
+            return self._skip()
+        sampler, grammar = built
+        for token in self.tokens[first:]:
+            self.model._llama_cpp.llama_sampler_accept(grammar, token)  # noqa: SLF001
+        self.model.stats.grammar_triggers += 1
+        return sampler
+
+    def _skip(self) -> None:
+        self.model.stats.grammar_skipped += 1
+        self.dead = True  # stay unconstrained for the rest of the turn
+        return None
+
+    def _tail_ok(self, matched: str, tail: str) -> bool:
+        if self.grammar.dialect == "json":
+            found = _JSON_TAIL.fullmatch(tail)
+            return bool(found) and any(n.startswith(found.group("name") or "") for n in self.names)
+        if matched == "<tool_call>":
+            if self.grammar.dialect == "hermes":
+                found = _HERMES_TAIL.fullmatch(tail)
+                return bool(found) and '"name"'.startswith(found.group("key") or "")
+            options = [f"\n<function={n}>\n" for n in self.names]
+        else:
+            options = [f"{n}>\n" for n in self.names]
+        return any(o.startswith(tail) for o in options)

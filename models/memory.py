@@ -1,0 +1,203 @@
+"""Memory planner: context length, KV cache type, batch size and threads from free RAM and cores.
+
+Everything is estimated from the GGUF header (no tensors are read): the model file is mapped whole,
+the KV cache grows with the context (only the attention layers of a hybrid model have one), a hybrid
+or recurrent model adds a fixed recurrent state, and llama.cpp needs a compute buffer per batch.
+When the model cannot fit even with a small context the planner refuses with the numbers.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from models.base import ModelError
+from models.gguf_meta import read_metadata, trained_context
+
+KvType = Literal["f16", "q8_0"]
+GGML_TYPES = {"f16": 1, "q8_0": 8}
+BYTES_PER_ELEMENT = {"f16": 2.0, "q8_0": 34 / 32}
+MIN_CONTEXT = 2048
+HEADROOM = 512 << 20  # the OS, Python, ribbit itself
+# Above this a f16 KV cache is worth halving with q8_0 (which needs flash attention in llama.cpp).
+QUANTIZE_KV_ABOVE = 256 << 20
+GiB = float(1 << 30)
+
+
+class MemoryPlan(BaseModel):
+    n_ctx: int
+    kv_type: KvType = "f16"
+    flash_attn: bool = False
+    n_batch: int = 256
+    n_threads: int = 1
+    model_bytes: int = 0
+    kv_bytes: int = 0
+    recurrent_bytes: int = 0
+    compute_bytes: int = 0
+    free_bytes: int | None = None
+    notes: list[str] = []
+
+    @property
+    def total_bytes(self) -> int:
+        return self.model_bytes + self.kv_bytes + self.recurrent_bytes + self.compute_bytes
+
+    @property
+    def type_kv(self) -> int:
+        return GGML_TYPES[self.kv_type]
+
+    def describe(self) -> str:
+        free = f" of {self.free_bytes / GiB:.1f} GiB free" if self.free_bytes is not None else ""
+        parts = [
+            f"context {self.n_ctx}",
+            f"KV {self.kv_type}" + (" + flash attention" if self.flash_attn else ""),
+            f"batch {self.n_batch}",
+            f"{self.n_threads} threads",
+            f"needs ~{self.total_bytes / GiB:.2f} GiB{free} "
+            f"(model {self.model_bytes / GiB:.2f}, KV {self.kv_bytes / GiB:.2f}, "
+            f"recurrent {self.recurrent_bytes / GiB:.2f}, compute {self.compute_bytes / GiB:.2f})",
+        ]
+        return ", ".join(parts) + "".join(f"; {n}" for n in self.notes)
+
+
+def available_memory() -> int | None:
+    """Bytes the kernel says can be allocated without swapping (MemAvailable), if known."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def usable_cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+class ModelShape(BaseModel):
+    """What the planner needs to know about a model, from its GGUF header."""
+
+    n_layers: int
+    attention_layers: int
+    n_head: int
+    n_head_kv: int
+    key_dim: int
+    value_dim: int
+    n_embd: int
+    n_ff: int
+    n_vocab: int
+    recurrent_layers: int = 0
+    recurrent_state_bytes: int = 0  # one sequence, all recurrent layers
+    trained_context: int | None = None
+
+    def kv_bytes_per_token(self, kv_type: KvType) -> float:
+        return self.attention_layers * self.n_head_kv * (self.key_dim + self.value_dim) * BYTES_PER_ELEMENT[kv_type]
+
+
+def _int(meta: dict[str, Any], key: str, default: int = 0) -> int:
+    value = meta.get(key, default)
+    if isinstance(value, list):  # per-layer arrays (some archs): take the largest
+        value = max((v for v in value if isinstance(v, int)), default=default)
+    return int(value) if isinstance(value, (int, float)) else default
+
+
+def model_shape(meta: dict[str, Any]) -> ModelShape:
+    arch = meta.get("general.architecture", "llama")
+    n_layers = _int(meta, f"{arch}.block_count", 1)
+    n_embd = _int(meta, f"{arch}.embedding_length", 1)
+    n_head = _int(meta, f"{arch}.attention.head_count", 1) or 1
+    n_head_kv = _int(meta, f"{arch}.attention.head_count_kv", n_head) or n_head
+    head_dim = n_embd // n_head
+    key_dim = _int(meta, f"{arch}.attention.key_length", head_dim) or head_dim
+    value_dim = _int(meta, f"{arch}.attention.value_length", head_dim) or head_dim
+    vocab = meta.get("tokenizer.ggml.tokens")
+    n_vocab = _int(meta, f"{arch}.vocab_size") or (vocab.get("array_length", 0) if isinstance(vocab, dict) else len(vocab or []))
+    recurrent = meta.get(f"{arch}.attention.recurrent_layers")
+    interval = _int(meta, f"{arch}.full_attention_interval")
+    if isinstance(recurrent, list):
+        rec_layers = sum(1 for r in recurrent if r)
+    elif interval:
+        rec_layers = n_layers - n_layers // interval
+    else:
+        rec_layers = n_layers if meta.get(f"{arch}.ssm.state_size") else 0
+    state_bytes = 0
+    if rec_layers:
+        inner = _int(meta, f"{arch}.ssm.inner_size")
+        state = _int(meta, f"{arch}.ssm.state_size")
+        groups = _int(meta, f"{arch}.ssm.group_count", 1) or 1
+        kernel = _int(meta, f"{arch}.ssm.conv_kernel", 4)
+        per_layer = 4 * (inner * state + (kernel - 1) * (inner + 2 * groups * state))
+        state_bytes = rec_layers * per_layer
+    return ModelShape(
+        n_layers=n_layers, attention_layers=n_layers - rec_layers, n_head=n_head, n_head_kv=n_head_kv,
+        key_dim=key_dim, value_dim=value_dim, n_embd=n_embd, n_ff=_int(meta, f"{arch}.feed_forward_length", 4 * n_embd),
+        n_vocab=max(1, n_vocab), recurrent_layers=rec_layers, recurrent_state_bytes=state_bytes,
+        trained_context=trained_context(meta),
+    )
+
+
+def compute_bytes(shape: ModelShape, n_ctx: int, n_batch: int, flash_attn: bool) -> int:
+    """llama.cpp's compute buffer, roughly: logits, FFN activations and (without flash attention) scores."""
+    logits = n_batch * shape.n_vocab * 4
+    activations = n_batch * (4 * shape.n_embd + 3 * shape.n_ff) * 4
+    scores = 0 if flash_attn else n_batch * n_ctx * shape.n_head * 4
+    return int(64 * (1 << 20) + logits + activations + scores)
+
+
+def plan_memory(
+    path: Path,
+    wanted_context: int,
+    *,
+    free: int | None = None,
+    cores: int | None = None,
+    meta: dict[str, Any] | None = None,
+    min_context: int = MIN_CONTEXT,
+    headroom: int = HEADROOM,
+) -> MemoryPlan:
+    """The settings to load `path` with; ModelError when it cannot fit in `free` bytes."""
+    meta = meta if meta is not None else read_metadata(path)
+    shape = model_shape(meta)
+    free = available_memory() if free is None else free
+    cores = cores or usable_cores()
+    model_bytes = path.stat().st_size if path.is_file() else 0
+    ctx = max(256, wanted_context)
+    notes: list[str] = []
+    if shape.trained_context and ctx > shape.trained_context:
+        ctx = shape.trained_context
+        notes.append(f"context capped at the trained {ctx}")
+    n_batch = 512 if cores > 4 else 256
+    threads = cores
+
+    def build(n_ctx: int, kv: KvType, flash: bool, batch: int) -> MemoryPlan:
+        return MemoryPlan(
+            n_ctx=n_ctx, kv_type=kv, flash_attn=flash, n_batch=batch, n_threads=threads, model_bytes=model_bytes,
+            kv_bytes=int(shape.kv_bytes_per_token(kv) * n_ctx), recurrent_bytes=shape.recurrent_state_bytes,
+            compute_bytes=compute_bytes(shape, n_ctx, batch, flash), free_bytes=free, notes=list(notes),
+        )
+
+    plan = build(ctx, "f16", False, n_batch)
+    if plan.kv_bytes > QUANTIZE_KV_ABOVE or (free is not None and plan.total_bytes + headroom > free):
+        plan = build(ctx, "q8_0", True, n_batch)
+    if free is None:
+        return plan
+    budget = free - headroom
+    while plan.total_bytes > budget and plan.n_ctx > min_context:
+        smaller = max(min_context, plan.n_ctx // 2)
+        plan = build(smaller, plan.kv_type, plan.flash_attn, plan.n_batch)
+    if plan.total_bytes > budget and plan.n_batch > 64:
+        plan = build(plan.n_ctx, plan.kv_type, plan.flash_attn, 64)
+    if plan.total_bytes > budget:
+        raise ModelError(
+            f"{path.name} cannot fit in memory: it needs about {plan.total_bytes / GiB:.1f} GiB "
+            f"(model {model_bytes / GiB:.1f} GiB + KV cache and buffers for {plan.n_ctx} tokens) "
+            f"but only {free / GiB:.1f} GiB is free; close other programs or use a smaller quantisation"
+        )
+    if plan.n_ctx < ctx:
+        plan.notes.append(f"context reduced from {ctx} to fit free RAM")
+    return plan
