@@ -1,0 +1,566 @@
+"""The ribbit TUI: `make_app(...)` builds it for `tui_main` and for the tests (posting style).
+
+Threads: the model is loaded and the agent runs in thread workers. The agent never touches a
+widget: it calls `EventBridge.sink` and `TuiApprover.decide` (toad style), which only queue and
+post one coalescing `EventsReady` ping; the app drains the queue on its own thread and moves
+attributes down into the widgets. An approval carries a Future that a review screen resolves.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+from textual.message import Message
+from textual.worker import Worker, WorkerState
+
+from agent.approvals import MODES, ApprovalDecision, ApprovalRequest, BashApprovalRequest, EditApprovalRequest
+from agent.diffs import unified_diff
+from agent.events import (
+    AgentEvent, ExternalChangeEvent, MessageEvent, NoticeEvent, PrefillEvent, ReasoningDelta, SummaryEvent,
+    TextDelta, ToolCallEvent, ToolResultEvent, TurnStarted, UsageEvent,
+)
+from agent.journal import JournalError
+from agent.loop import Limits
+from agent.workspace import SetupError, Workspace, open_workspace
+from app.messages import ApprovalRequested, EventsReady, PromptSubmitted, RunFinished, SetupFailed, WorkspaceReady
+from app.screens.bash import BashApprovalScreen
+from app.screens.main import MainScreen
+from app.screens.review import EditReviewScreen
+from app.screens.session_diff import SessionDiffScreen
+from app.widgets.prompt import MODE_ARGS, SLASH_COMMANDS
+from models.base import ChatModel, ModelError
+from models.spec import DEFAULT_SPECS, load_model, resolve_spec
+
+FIRST_RUN_HINT = (
+    "Running the small embedded default model (SmolLM2-135M). For FrogNano, start ribbit with "
+    "--model /path/to/FrogNano.gguf (or set RIBBIT_MODEL), or build one with `ribbit quantize SRC`."
+)
+HELP_TEXT = "\n".join(
+    ["Keys: Enter send · Shift+Enter/Ctrl+J newline · Up/Down history · Tab complete /command · "
+     "Esc stop the model or tool · Ctrl+C twice quit",
+     "Review: y approve · n reject (type a reason) · space toggle hunk · j/k move · a approve all (auto-edit) · "
+     "s split/unified",
+     "Bash: y run · n don't · p always allow this command prefix here"]
+    + [f"{name:<7} {text}" for name, text in SLASH_COMMANDS.items()]
+)
+CTRL_C_WINDOW_S = 2.0
+
+
+# -- the agent-thread boundary -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ContextSample:
+    """Tokens in the model's context, read on the agent thread right after a turn."""
+
+    used: int
+
+
+QueueItem = AgentEvent | ApprovalRequested | ContextSample
+
+
+def coalesce(items: list[QueueItem]) -> list[QueueItem]:
+    """Merge runs of text (and of reasoning) deltas: one repaint per drain, not per token."""
+    out: list[QueueItem] = []
+    for item in items:
+        last = out[-1] if out else None
+        if isinstance(item, TextDelta) and isinstance(last, TextDelta):
+            out[-1] = TextDelta(text=last.text + item.text)
+        elif isinstance(item, ReasoningDelta) and isinstance(last, ReasoningDelta):
+            out[-1] = ReasoningDelta(text=last.text + item.text)
+        else:
+            out.append(item)
+    return out
+
+
+class EventBridge:
+    """The agent's EventSink: an ordered queue plus one coalescing ping (any thread)."""
+
+    def __init__(self, post: Callable[[Message], object]) -> None:
+        self._post = post
+        self._queue: deque[QueueItem] = deque()
+        self._lock = threading.Lock()
+        self._deltas = 0
+        self.context_used: Callable[[], int] | None = None
+
+    def sink(self, event: AgentEvent) -> None:
+        items: list[QueueItem] = [event]
+        if isinstance(event, UsageEvent) and self.context_used is not None:
+            try:
+                items.append(ContextSample(self.context_used()))
+            except Exception:  # a backend that cannot say: the status bar keeps its last figure
+                pass
+        self._push(items, deltas=isinstance(event, (TextDelta, ReasoningDelta)))
+
+    def push_approval(self, message: ApprovalRequested) -> None:
+        self._push([message])
+
+    def _push(self, items: list[QueueItem], deltas: bool = False) -> None:
+        with self._lock:
+            self._queue.extend(items)
+            self._deltas += deltas
+        self._post(EventsReady())
+
+    def drain(self) -> tuple[list[QueueItem], int]:
+        """Everything queued so far, in order and coalesced, and how many raw deltas it held."""
+        with self._lock:
+            items = list(self._queue)
+            self._queue.clear()
+            deltas, self._deltas = self._deltas, 0
+        return coalesce(items), deltas
+
+
+class TuiApprover:
+    """The agent's Approver: post the request with a Future, block until the UI resolves it."""
+
+    def __init__(self, bridge: EventBridge) -> None:
+        self.bridge = bridge
+        self._pending: set[Future[ApprovalDecision]] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def decide(self, request: ApprovalRequest) -> ApprovalDecision:
+        future: Future[ApprovalDecision] = Future()
+        with self._lock:
+            if self._closed:
+                return ApprovalDecision(approved=False, reason="ribbit is shutting down")
+            self._pending.add(future)
+        self.bridge.push_approval(ApprovalRequested(request=request, future=future))
+        try:
+            return future.result()
+        finally:
+            with self._lock:
+                self._pending.discard(future)
+
+    def reject_pending(self, reason: str) -> None:
+        """Answer no to every open question (Esc, quit), so the agent thread moves on at once."""
+        with self._lock:
+            pending = list(self._pending)
+        for future in pending:
+            if not future.done():
+                future.set_result(ApprovalDecision(approved=False, reason=reason))
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+        self.reject_pending("ribbit is shutting down")
+
+
+# -- the app -------------------------------------------------------------------------------------
+
+
+@dataclass
+class AppConfig:
+    repo: Path
+    model: str | ChatModel | None = None  # a SPEC, or an already loaded model (tests, bench)
+    mode: str = "ask"
+    context: int = 131_072
+    no_sandbox: bool = False
+    limits: Limits | None = None
+
+
+@dataclass
+class TurnStats:
+    """View state for the status bar's live figures during one turn."""
+
+    prefill_started: float | None = None
+    prefill_first_done: int = 0
+    first_delta_at: float | None = None
+    deltas: int = 0
+
+
+class RibbitApp(App[int]):
+    TITLE = "ribbit"
+    BINDINGS = [
+        Binding("escape", "stop", "Stop", show=False),
+        Binding("ctrl+c", "ctrl_c", "Quit", show=False, priority=True),
+        Binding("ctrl+q", "quit_app", "Quit", show=False, priority=True),
+    ]
+
+    def __init__(self, config: AppConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.bridge = EventBridge(self.post_message)
+        self.approver = TuiApprover(self.bridge)
+        self.workspace: Workspace | None = None
+        self.model: ChatModel | None = None
+        self.busy = False
+        self.pending_task: str | None = None
+        self.external_paths: set[str] = set()
+        self.turn = TurnStats()
+        self._last_ctrl_c = 0.0
+        self._agent_thread: threading.Thread | None = None
+        self.main = MainScreen()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def on_mount(self) -> None:
+        await self.push_screen(self.main)
+        status = self.main.status
+        status.mode = self.config.mode
+        limits = self.config.limits or Limits(context=self.config.context)
+        status.max_steps = limits.max_steps
+        self.call_after_refresh(self._start)
+
+    async def _start(self) -> None:
+        if self.config.model is None and resolve_spec(None) in DEFAULT_SPECS:
+            await self.main.transcript.add_notice(FIRST_RUN_HINT, "info")
+        self.open_session()
+
+    @work(thread=True, exclusive=True, group="setup")
+    def open_session(self) -> None:
+        cfg = self.config
+        try:
+            if cfg.mode == "review":
+                raise SetupError("review mode is not available in the TUI yet; use `ribbit run --mode review TASK`")
+            model = cfg.model if cfg.model is not None and not isinstance(cfg.model, str) else load_model(
+                cfg.model, context=cfg.context
+            )
+            self.model = model
+            self.bridge.context_used = model.context_used
+            workspace = open_workspace(
+                model, cfg.repo, mode=cfg.mode, approver=self.approver, sink=self.bridge.sink,  # type: ignore[arg-type]
+                limits=cfg.limits or Limits(context=cfg.context), no_sandbox=cfg.no_sandbox,
+            )
+        except (ModelError, SetupError, JournalError, OSError) as exc:
+            self.post_message(SetupFailed(str(exc)))
+            return
+        self.post_message(WorkspaceReady(workspace))
+
+    async def on_workspace_ready(self, message: WorkspaceReady) -> None:
+        self.workspace = message.workspace
+        session = self.workspace.session
+        info = session.model.info
+        status = self.main.status
+        status.model_name = info.name
+        status.quantization = info.quantization
+        status.context_limit = min(session.limits.context, info.context_length or session.limits.context)
+        status.context_used = session.model.context_used()
+        status.max_steps = session.limits.max_steps
+        status.sandboxed = self.workspace.runner.sandboxed
+        status.mode = session.changes.policy.mode
+        if self.pending_task is not None:
+            task, self.pending_task = self.pending_task, None
+            self.start_task(task)
+
+    async def on_setup_failed(self, message: SetupFailed) -> None:
+        self.main.status.model_name = "no model"
+        await self.main.transcript.add_notice(message.text, "error")
+
+    def on_unmount(self) -> None:
+        self.shutdown_agent()
+        self.close_workspace()
+
+    def shutdown_agent(self) -> None:
+        self.approver.close()
+        if self.workspace is not None:
+            self.workspace.session.cancel()
+
+    def close_workspace(self) -> None:
+        """Stop the watcher thread (after the agent has stopped)."""
+        close = getattr(self.workspace, "close", None)
+        if callable(close):
+            close()
+
+    def join_agent(self, timeout: float = 30.0) -> None:
+        """Wait for the agent thread to stop, so no write is cut off when the process exits."""
+        thread = self._agent_thread
+        if thread is not None and thread.is_alive():
+            thread.join(timeout)
+
+    # -- running tasks --------------------------------------------------------------------------
+
+    async def on_prompt_submitted(self, message: PromptSubmitted) -> None:
+        text = message.text
+        if text.startswith("/"):
+            await self.run_command(text)
+            return
+        transcript = self.main.transcript
+        if self.busy:
+            await transcript.add_notice("the agent is still working; press Esc to stop it first", "warning")
+            return
+        await transcript.add_user(text)
+        if self.workspace is None:
+            self.pending_task = text
+            await transcript.add_notice("the model is still loading; your message goes out when it is ready")
+            return
+        self.start_task(text)
+
+    def start_task(self, task: str) -> None:
+        self.busy = True
+        self.main.status.activity = "working"
+        self.run_agent(task)
+
+    @work(thread=True, exclusive=True, group="agent")
+    def run_agent(self, task: str) -> None:
+        assert self.workspace is not None
+        self._agent_thread = threading.current_thread()
+        try:
+            self.workspace.session.run(task)
+        except Exception as exc:  # a bug, not an observation: show it, keep the app alive
+            self.post_message(RunFinished(error=f"{type(exc).__name__}: {exc}"))
+            return
+        self.post_message(RunFinished())
+
+    async def on_run_finished(self, message: RunFinished) -> None:
+        await self.drain()
+        await self.main.transcript.end_turn()
+        self.busy = False
+        status = self.main.status
+        status.activity = ""
+        status.prefill = None
+        if message.error:
+            await self.main.transcript.add_notice(message.error, "error")
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state == WorkerState.ERROR and event.worker.error is not None:
+            self.notify(str(event.worker.error), title="ribbit", severity="error")
+
+    # -- agent events ---------------------------------------------------------------------------
+
+    async def on_events_ready(self, _: EventsReady) -> None:
+        await self.drain()
+
+    async def drain(self) -> None:
+        items, deltas = self.bridge.drain()
+        if deltas:
+            now = time.monotonic()
+            if self.turn.first_delta_at is None:
+                self.turn.first_delta_at = now
+            self.turn.deltas += deltas
+            elapsed = now - self.turn.first_delta_at
+            if elapsed > 0.5:
+                self.main.status.tokens_per_s = self.turn.deltas / elapsed
+        for item in items:
+            await self.handle(item)
+        if self.workspace is not None:
+            self.main.status.mode = self.workspace.session.changes.policy.mode
+
+    async def handle(self, item: QueueItem) -> None:
+        transcript, status = self.main.transcript, self.main.status
+        if isinstance(item, TextDelta):
+            status.prefill = None
+            await transcript.stream_text(item.text)
+        elif isinstance(item, ReasoningDelta):
+            status.prefill = None
+            await transcript.stream_reasoning(item.text)
+        elif isinstance(item, TurnStarted):
+            self.turn = TurnStats()
+            status.step = item.step
+            status.activity = "thinking"
+        elif isinstance(item, PrefillEvent):
+            status.prefill = self.prefill_progress(item.done, item.total)
+        elif isinstance(item, MessageEvent):
+            if item.message.role == "assistant":
+                await transcript.end_turn()
+        elif isinstance(item, UsageEvent):
+            status.prefill = None
+            if item.decode_s > 0 and item.completion_tokens:
+                status.tokens_per_s = item.completion_tokens / item.decode_s
+            status.context_used = item.prompt_tokens + item.completion_tokens
+        elif isinstance(item, ContextSample):
+            status.context_used = item.used
+        elif isinstance(item, ToolCallEvent):
+            await transcript.add_tool_call(item.call)
+            status.activity = f"running {item.call.name}"
+        elif isinstance(item, ToolResultEvent):
+            transcript.set_tool_result(item.tool_call_id, item.output, item.is_error)
+            status.activity = "working"
+        elif isinstance(item, ExternalChangeEvent):
+            self.external_paths.update(item.paths)
+            status.external_changes = len(self.external_paths)
+        elif isinstance(item, NoticeEvent):
+            await transcript.add_notice(item.text, item.level)
+        elif isinstance(item, SummaryEvent):
+            await transcript.end_turn()
+            if item.stop_reason == "finished":
+                changed = ", ".join(item.files_changed) if item.files_changed else "none"
+                await transcript.add_notice(f"done after {item.steps} steps · files changed: {changed}")
+        elif isinstance(item, ApprovalRequested):
+            await transcript.end_turn()
+            self.ask(item.request, item.future)
+
+    def prefill_progress(self, done: int, total: int) -> tuple[int, int, float | None] | None:
+        if total <= 0 or done >= total:
+            return None
+        now = time.monotonic()
+        if self.turn.prefill_started is None or done < self.turn.prefill_first_done:
+            self.turn.prefill_started, self.turn.prefill_first_done = now, done
+            return done, total, None
+        elapsed = now - self.turn.prefill_started
+        read = done - self.turn.prefill_first_done
+        eta = (total - done) * elapsed / read if read > 0 and elapsed > 0 else None
+        return done, total, eta
+
+    def ask(self, request: ApprovalRequest, future: Future[ApprovalDecision]) -> None:
+        if future.done():
+            return  # answered already (Esc or quit while the request was in flight)
+
+        def resolve(decision: ApprovalDecision | None) -> None:
+            if not future.done():
+                future.set_result(decision or ApprovalDecision(approved=False))
+            self.main.status.activity = "working"
+
+        self.main.status.activity = "waiting for you"
+        if isinstance(request, EditApprovalRequest):
+            self.push_screen(EditReviewScreen(request), callback=resolve)
+        elif isinstance(request, BashApprovalRequest):
+            self.push_screen(BashApprovalScreen(request), callback=resolve)
+
+    # -- control --------------------------------------------------------------------------------
+
+    def action_stop(self) -> None:
+        """Esc: stop the current generation or tool; the session can go on with a new message."""
+        if not self.busy or self.workspace is None:
+            return
+        self.workspace.session.cancel()
+        self.approver.reject_pending("the user stopped the agent")
+        self.main.status.activity = "stopping…"
+
+    def action_ctrl_c(self) -> None:
+        now = time.monotonic()
+        if now - self._last_ctrl_c <= CTRL_C_WINDOW_S:
+            self.action_quit_app()
+            return
+        self._last_ctrl_c = now
+        self.notify("Press Ctrl+C again to quit", timeout=CTRL_C_WINDOW_S)
+
+    def action_quit_app(self) -> None:
+        self.shutdown_agent()
+        self.exit(0)
+
+    # -- slash commands -------------------------------------------------------------------------
+
+    async def run_command(self, text: str) -> None:
+        transcript = self.main.transcript
+        command, _, arg = text.strip().partition(" ")
+        arg = arg.strip()
+        if command == "/quit":
+            self.action_quit_app()
+        elif command == "/help":
+            await transcript.add_notice(HELP_TEXT)
+        elif command == "/model":
+            await transcript.add_notice(self.describe_model())
+        elif command not in SLASH_COMMANDS:
+            await transcript.add_notice(f"unknown command {command}; /help lists them", "error")
+        elif self.workspace is None:
+            await transcript.add_notice("the session is not open yet", "warning")
+        elif command == "/mode":
+            await self.set_mode(arg)
+        elif self.busy:
+            await transcript.add_notice(f"{command} waits until the agent stops; press Esc to stop it", "warning")
+        elif command == "/diff":
+            self.push_screen(SessionDiffScreen(self.session_changes()))
+        elif command == "/undo":
+            self.undo()
+        elif command == "/clear":
+            await transcript.clear()
+            session = self.workspace.session
+            del session.messages[1:]  # keep the system prompt; the next task starts a new conversation
+            self.main.status.step = 0
+
+    async def set_mode(self, mode: str) -> None:
+        assert self.workspace is not None
+        transcript, policy = self.main.transcript, self.workspace.session.changes.policy
+        if not mode:
+            await transcript.add_notice(f"mode is {policy.mode}; choose one of: {', '.join(MODE_ARGS)}")
+            return
+        if mode not in MODES or mode == "review":
+            await transcript.add_notice(f"cannot switch to {mode!r} here; choose one of: {', '.join(MODE_ARGS)}", "error")
+            return
+        if mode == "full-auto" and not self.workspace.runner.sandboxed and not self.config.no_sandbox:
+            await transcript.add_notice("full-auto needs the sandbox for Bash, and there is none", "error")
+            return
+        policy.mode = mode  # type: ignore[assignment]
+        self.main.status.mode = mode
+        await transcript.add_notice(f"mode is now {mode}")
+
+    def describe_model(self) -> str:
+        if self.model is None:
+            return "the model is still loading"
+        info = self.model.info
+        parts = [info.name]
+        if info.quantization:
+            parts.append(info.quantization)
+        if info.path:
+            parts.append(info.path)
+        parts.append(f"context {info.context_length}")
+        return "model: " + " · ".join(parts) + ". To change it, restart with --model SPEC (or set RIBBIT_MODEL)."
+
+    @work(thread=True, exclusive=True, group="undo")
+    def undo(self) -> None:
+        assert self.workspace is not None
+        undo_last = getattr(self.workspace, "undo_last", None) or getattr(self.workspace.journal, "undo_last", None)
+        try:
+            if undo_last is None:
+                raise JournalError("undo is not available in this build")
+            result = undo_last()
+        except JournalError as exc:
+            self.call_from_thread(self.main.transcript.add_notice, f"undo: {exc}", "error")
+            return
+        summary = getattr(result, "summary", None)
+        text = summary() if callable(summary) else "undid the last change"
+        self.call_from_thread(self.main.transcript.add_notice, text)
+
+    def session_changes(self) -> list[tuple[str, str]]:
+        """(path, unified diff) for each file the session changed, against the state at start."""
+        assert self.workspace is not None
+        journal, session = self.workspace.journal, self.workspace.session
+        if not journal.snapshots:
+            return []
+        start = journal.snapshots[0]
+        paths = set(session.changes.files_changed)
+        try:
+            names = journal.repo.git.execute(
+                ["git", "diff", "--name-only", "--no-renames", start, "--", journal.scope]
+            )
+            prefix = "" if journal.scope == "." else journal.scope + "/"
+            paths.update(n[len(prefix):] for n in names.splitlines() if n.startswith(prefix))
+        except Exception:  # git trouble: fall back to the files the agent itself wrote
+            pass
+        out = []
+        for display in sorted(paths):
+            old = self._file_at(start, display)
+            disk = session.root / display
+            new = disk.read_text(encoding="utf-8", errors="replace") if disk.is_file() else ""
+            if old == new:
+                continue
+            out.append((display, unified_diff(display, old, new)))
+        return out
+
+    def _file_at(self, commit: str, display: str) -> str | None:
+        assert self.workspace is not None
+        journal = self.workspace.journal
+        name = display if journal.scope == "." else f"{journal.scope}/{display}"
+        try:
+            return subprocess.run(
+                ["git", "--git-dir", str(journal.repo.git_dir), "show", f"{commit}:{name}"],
+                capture_output=True, check=True,
+            ).stdout.decode("utf-8", "replace")
+        except (subprocess.CalledProcessError, OSError):
+            return None
+
+
+def make_app(
+    repo: str | Path = ".",
+    model: str | ChatModel | None = None,
+    *,
+    mode: str = "ask",
+    context: int = 131_072,
+    no_sandbox: bool = False,
+    limits: Limits | None = None,
+) -> RibbitApp:
+    """The one way to build the app: used by `ribbit` (tui_main) and by the tests."""
+    return RibbitApp(
+        AppConfig(repo=Path(repo), model=model, mode=mode, context=context, no_sandbox=no_sandbox, limits=limits)
+    )

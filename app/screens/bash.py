@@ -1,0 +1,66 @@
+"""Bash approval: the command, where it runs, whether it is sandboxed. Dismisses with the decision."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Footer, Static
+
+from agent.approvals import ApprovalDecision, BashApprovalRequest, command_prefix
+
+
+class BashApprovalScreen(ModalScreen[ApprovalDecision]):
+    CSS_PATH = "bash.tcss"
+    BINDINGS = [
+        Binding("y", "approve", "Run"),
+        Binding("n", "reject", "Don't run"),
+        Binding("p", "allow_prefix", "Always allow prefix"),
+        Binding("escape", "escape", "Stop", show=False),
+    ]
+
+    def __init__(self, request: BashApprovalRequest) -> None:
+        super().__init__()
+        self.request = request
+        self.prefix = command_prefix(request.command)
+
+    def compose(self) -> ComposeResult:
+        req = self.request
+        with Vertical(id="bash-dialog") as dialog:
+            dialog.border_title = "Run this command?"
+            yield Static(Text("$ " + req.command), id="bash-command")
+            if req.description:
+                yield Static(Text(req.description, style="italic"), id="bash-description")
+            where = Text()
+            where.append("in ", style="dim")
+            where.append(req.cwd)
+            where.append("  ·  ", style="dim")
+            if req.sandboxed:
+                where.append("sandboxed (no network, .git read-only)", style="green")
+            else:
+                where.append("NOT sandboxed: it can change anything you can", style="bold red")
+            yield Static(where, id="bash-where")
+            hint = Text()
+            hint.append("y", style="bold")
+            hint.append(" run   ")
+            hint.append("n", style="bold")
+            hint.append(" don't run   ")
+            hint.append("p", style="bold")
+            hint.append(f" always allow `{self.prefix}` in this repo")
+            yield Static(hint, id="bash-keys")
+        yield Footer()
+
+    def action_approve(self) -> None:
+        self.dismiss(ApprovalDecision(approved=True))
+
+    def action_reject(self) -> None:
+        self.dismiss(ApprovalDecision(approved=False))
+
+    def action_allow_prefix(self) -> None:
+        self.dismiss(ApprovalDecision(approved=True, remember="prefix"))
+
+    def action_escape(self) -> None:
+        self.dismiss(ApprovalDecision(approved=False, reason="the user stopped the agent"))
+        self.app.action_stop()  # type: ignore[attr-defined]

@@ -1,0 +1,47 @@
+"""The main screen: transcript above, prompt and status bar below."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.screen import Screen
+from textual.widgets import TextArea
+
+from app.messages import PromptSubmitted
+from app.widgets.prompt import CommandHints, PromptInput
+from app.widgets.status_bar import StatusBar
+from app.widgets.transcript import Transcript
+
+
+class MainScreen(Screen[None]):
+    CSS_PATH = "main.tcss"
+    AUTO_FOCUS = "#prompt"
+
+    def compose(self) -> ComposeResult:
+        yield Transcript(id="transcript")
+        yield CommandHints(id="hints")
+        yield PromptInput(id="prompt", placeholder="Ask ribbit…  (Enter sends, Shift+Enter/Ctrl+J newline, /help)")
+        yield StatusBar(id="status")
+
+    @property
+    def transcript(self) -> Transcript:
+        return self.query_one(Transcript)
+
+    @property
+    def status(self) -> StatusBar:
+        return self.query_one(StatusBar)
+
+    @property
+    def prompt(self) -> PromptInput:
+        return self.query_one(PromptInput)
+
+    def on_mount(self) -> None:
+        self.query_one(CommandHints).display = False
+
+    def on_text_area_changed(self, event: TextArea.Changed) -> None:
+        if isinstance(event.text_area, PromptInput):
+            self.query_one(CommandHints).show_for(event.text_area.text)
+
+    def on_prompt_input_submitted(self, event: PromptInput.Submitted) -> None:
+        event.stop()
+        self.query_one(CommandHints).display = False
+        self.app.post_message(PromptSubmitted(event.text))

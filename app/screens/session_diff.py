@@ -1,0 +1,61 @@
+"""`/diff`: everything the session changed so far, file by file."""
+
+from __future__ import annotations
+
+from rich.syntax import Syntax
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+
+def count_changes(diff: str) -> tuple[int, int]:
+    added = removed = 0
+    for line in diff.splitlines():
+        if line.startswith("+") and not line.startswith("+++"):
+            added += 1
+        elif line.startswith("-") and not line.startswith("---"):
+            removed += 1
+    return added, removed
+
+
+class SessionDiffScreen(Screen[None]):
+    CSS_PATH = "session_diff.tcss"
+    BINDINGS = [
+        Binding("escape,q", "close", "Close"),
+        Binding("j,down", "scroll(1)", "Down", show=False),
+        Binding("k,up", "scroll(-1)", "Up", show=False),
+    ]
+
+    def __init__(self, files: list[tuple[str, str]]) -> None:
+        super().__init__()
+        self.files = files
+
+    def compose(self) -> ComposeResult:
+        total_add = total_del = 0
+        for _, diff in self.files:
+            a, d = count_changes(diff)
+            total_add, total_del = total_add + a, total_del + d
+        head = Text()
+        head.append("Session changes  ", style="bold")
+        head.append(f"{len(self.files)} file{'s' if len(self.files) != 1 else ''}  ")
+        head.append(f"+{total_add}", style="bold green")
+        head.append(f" -{total_del}", style="bold red")
+        yield Static(head, id="session-header")
+        with VerticalScroll(id="session-files"):
+            if not self.files:
+                yield Static("Nothing has changed in this session yet.", id="session-empty")
+            for path, diff in self.files:
+                a, d = count_changes(diff)
+                view = Static(Syntax(diff.rstrip("\n"), "diff", theme="ansi_dark", word_wrap=False), classes="session-file")
+                view.border_title = f"{path}  +{a} -{d}"
+                yield view
+        yield Footer()
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    def action_scroll(self, step: int) -> None:
+        self.query_one("#session-files", VerticalScroll).scroll_relative(y=step * 3, animate=False)
