@@ -196,3 +196,37 @@ def test_core_packages_never_import_textual():
     )
     proc = subprocess.run(["python", "-c", code], capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_several_calls_in_one_turn_run_in_order(capsys, tmp_path, repo, replay_file):
+    turn = xml_call("Read", file_path="calc.py") + "\n" + xml_call(
+        "Edit", file_path="calc.py", old_string="a - b", new_string="a + b"
+    ) + "\n" + xml_call("Bash", command="cat calc.py")
+    result = ribbit_run(capsys, tmp_path, repo, replay_file(turn, "done"), "--mode", "full-auto")
+    assert result.code == 0
+    read, edit, bash = result.tool_results()
+    assert "a - b" in read and edit.startswith("Edited calc.py") and "a + b" in bash
+    assistant = [e["message"] for e in result.of_type("message") if e["message"]["role"] == "assistant"][0]
+    assert [c["function"]["name"] for c in assistant["tool_calls"]] == ["Read", "Edit", "Bash"]
+
+
+def test_cancel_stops_the_turn_and_the_session_can_go_on(tmp_path, repo, replay_file):
+    import threading
+
+    from agent.approvals import RejectAll
+    from agent.workspace import open_workspace
+    from models.replay import ReplayModel
+
+    events = []
+    model = ReplayModel(replay_file("word " * 400, "second answer"), chunk_delay=0.01)
+    workspace = open_workspace(model, repo, mode="ask", approver=RejectAll(), sink=events.append)
+    timer = threading.Timer(0.3, workspace.session.cancel)
+    timer.start()
+    first = workspace.session.run("write a lot")
+    timer.join()
+    assert first.stop_reason == "interrupted"
+    partial = [m for m in workspace.session.messages if m.role == "assistant"][0].content
+    assert 0 < len(partial.split()) < 400
+    second = workspace.session.run("go on")
+    assert second.stop_reason == "finished"
+    assert workspace.session.messages[-1].content == "second answer"
