@@ -416,7 +416,7 @@ class Journal:
 
     def _blob(self, sha: str) -> bytes:
         out = self.repo.git.execute(
-            ["git", "cat-file", "blob", sha], stdout_as_string=False,
+            ["git", "cat-file", "blob", sha], stdout_as_string=False, strip_newline_in_stdout=False,
             env={**os.environ, "GIT_DIR": str(self.git_dir)},
         )
         return out  # type: ignore[return-value]
@@ -434,7 +434,8 @@ class Journal:
                 if self._has_head():
                     self._git("read-tree", "HEAD", env=env)
             elif user_index.is_file() and not self.private:
-                shutil.copyfile(user_index, index)
+                # copy2 keeps the mtime, so git still re-hashes "racily clean" entries (same-second edits).
+                shutil.copy2(user_index, index)
             yield env
         finally:
             shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,70 @@
+"""`ribbit undo [--list | SESSION] [--repo DIR]`: roll back an agent session from the journal."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from agent.journal import Journal, JournalError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise _Usage(f"{self.prog}: error: {message}")
+
+
+class _Usage(Exception):
+    pass
+
+
+def _parser() -> _Parser:
+    parser = _Parser(prog="ribbit undo", description="put back the files an agent session changed")
+    parser.add_argument("session", nargs="?", help="the session to undo (default: the latest); see --list")
+    parser.add_argument("--list", action="store_true", help="list the journaled sessions")
+    parser.add_argument("--repo", default=".", help="repository (default: current folder)")
+    return parser
+
+
+def undo_main(argv: list[str]) -> int:
+    try:
+        args = _parser().parse_args(argv)
+    except _Usage as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    if args.list and args.session:
+        print("ribbit undo: error: give either --list or a SESSION", file=sys.stderr)
+        return 2
+    root = Path(args.repo).expanduser()
+    if not root.is_dir():
+        print(f"ribbit undo: error: {root} is not a folder", file=sys.stderr)
+        return 1
+    try:
+        journal = Journal(root.resolve())
+        sessions = journal.sessions()
+        if args.list:
+            if not sessions:
+                print(f"no ribbit sessions in {journal.kind}")
+            for info in sessions:
+                when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.started))
+                state = "undone" if info.reverted else f"{info.steps} step(s)"
+                files = ", ".join(info.files[:6]) + (" ..." if len(info.files) > 6 else "") or "no files changed"
+                print(f"{info.session_id}  {when}  {state}  {files}")
+            return 0
+        session = args.session
+        if session is None:
+            pending = [s for s in sessions if not s.reverted and s.steps > 0]
+            if not pending:
+                raise JournalError("nothing to undo: no session that changed files is journaled here")
+            session = pending[-1].session_id
+        result = journal.undo_session(session)
+    except JournalError as exc:
+        print(f"ribbit undo: error: {exc}", file=sys.stderr)
+        return 1
+    print(result.summary())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(undo_main(sys.argv[1:]))
