@@ -27,6 +27,7 @@ async def wait_for(pilot, condition: Callable[[], object], timeout: float = 20.0
 async def ready(pilot) -> RibbitApp:  # type: ignore[no-untyped-def]
     app: RibbitApp = pilot.app
     await wait_for(pilot, lambda: app.workspace is not None, what="the workspace")
+    app.main.prompt.cursor_blink = False  # a blinking cursor would make snapshots flaky
     return app
 
 
