@@ -145,21 +145,31 @@ class BwrapRunner(LocalRunner):
             "--ro-bind", "/", "/",
             "--dev", "/dev",
             "--proc", "/proc",
-            "--tmpfs", "/tmp",
-            "--bind", root, root,
+            "--perms", "1777", "--tmpfs", "/tmp",
         ]
+        # A repository under /tmp sits on the private tmpfs: make the folders above it read-only,
+        # so `../x` fails instead of quietly landing in a tmpfs that vanishes.
+        made: set[str] = set()
+        for target in (self.root, self._state):
+            for parent in reversed(target.parents):
+                if parent.is_relative_to("/tmp") and parent != Path("/tmp") and str(parent) not in made:
+                    made.add(str(parent))
+                    args += ["--perms", "0555", "--dir", str(parent)]
+        args += ["--bind", root, root]
         git_dir = self.root / ".git"
         if git_dir.exists():
             args += ["--ro-bind", str(git_dir), str(git_dir)]
         args += [
             "--bind", state, state,
-            "--unshare-all",  # network, PID, IPC, UTS, cgroup namespaces
+            "--unshare-all",  # network, PID, IPC, UTS, cgroup (and user, where allowed) namespaces
             "--die-with-parent",
             "--new-session",
             "--chdir", str(cwd if cwd.is_dir() else self.root),
             "--setenv", "TMPDIR", "/tmp",
-            "--",
         ]
+        if os.geteuid() == 0:
+            args += ["--cap-drop", "ALL"]  # as root bwrap would keep capabilities (and ignore file modes)
+        args.append("--")
         return args + argv
 
 
