@@ -1,0 +1,100 @@
+"""The real program in a real terminal: `python -m app.cli` inside tmux, driven by send-keys.
+
+One edit is approved and one rejected (with a reason); then Ctrl+C twice quits, and the files on
+disk must say exactly that.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.conftest import xml_call
+
+ROOT = Path(__file__).resolve().parents[2]
+assert shutil.which("tmux"), "tmux is required for this test"
+
+
+class Tmux:
+    def __init__(self, socket: str) -> None:
+        self.socket = socket
+
+    def __call__(self, *args: str) -> str:
+        return subprocess.run(
+            ["tmux", "-L", self.socket, *args], check=True, capture_output=True, text=True
+        ).stdout
+
+    def screen(self) -> str:
+        return self("capture-pane", "-p", "-t", "ribbit")
+
+    def wait_for(self, text: str, timeout: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if text in screen:
+                return screen
+            time.sleep(0.1)
+        raise AssertionError(f"{text!r} never appeared; the screen was:\n{self.screen()}")
+
+    def pane_exit_status(self, timeout: float = 30.0) -> int:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            fields = self("list-panes", "-t", "ribbit", "-F", "#{pane_dead} #{pane_dead_status}").split()
+            if fields and fields[0] == "1":
+                return int(fields[1]) if len(fields) > 1 else -1
+            time.sleep(0.1)
+        raise AssertionError(f"ribbit did not exit; the screen was:\n{self.screen()}")
+
+
+def test_real_program_in_tmux_approves_one_edit_and_rejects_another(repo: Path, replay_file, tmp_path: Path) -> None:
+    replay = replay_file(
+        xml_call("Read", file_path="calc.py"),
+        "Fixing add.\n" + xml_call("Edit", file_path="calc.py", old_string="a - b", new_string="a + b"),
+        "Adding notes.\n" + xml_call("Write", file_path="NOTES.md", content="# notes\n"),
+        "All done.",
+    )
+    tmux = Tmux(f"ribbit-test-{os.getpid()}")
+    env = {
+        "XDG_STATE_HOME": str(tmp_path / "state"), "PYTHONPATH": str(ROOT), "TERM": "xterm-256color",
+        "PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", str(tmp_path)),
+    }
+    command = " ".join(
+        [f"{k}={v!r}" for k, v in env.items()]
+        + [sys.executable, "-m", "app.cli", "--repo", str(repo), "--model", f"replay:{replay}", "--no-sandbox"]
+    )
+    try:
+        tmux("new-session", "-d", "-s", "ribbit", "-x", "120", "-y", "40", "-c", str(ROOT), "bash", "--norc")
+        tmux("set-option", "-t", "ribbit", "remain-on-exit", "on")
+        tmux("respawn-pane", "-k", "-t", "ribbit", command)
+        tmux.wait_for("replay:replay.jsonl")  # the status bar shows the model once the session is open
+        tmux("send-keys", "-t", "ribbit", "-l", "fix add and write notes")
+        tmux("send-keys", "-t", "ribbit", "Enter")
+
+        screen = tmux.wait_for("Edit calc.py")
+        assert "+     return a + b" in screen
+        tmux("send-keys", "-t", "ribbit", "y")
+
+        screen = tmux.wait_for("Write NOTES.md")
+        assert "(new file)" in screen
+        tmux("send-keys", "-t", "ribbit", "n")
+        tmux.wait_for("Reason for the model")
+        tmux("send-keys", "-t", "ribbit", "-l", "no notes please")
+        tmux("send-keys", "-t", "ribbit", "Enter")
+
+        screen = tmux.wait_for("done after 4 steps")
+        assert "All done." in screen
+        tmux("send-keys", "-t", "ribbit", "C-c")
+        tmux.wait_for("Press Ctrl+C again to quit")
+        tmux("send-keys", "-t", "ribbit", "C-c")
+        assert tmux.pane_exit_status() == 0
+    finally:
+        subprocess.run(["tmux", "-L", tmux.socket, "kill-server"], capture_output=True)
+
+    assert (repo / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+    assert not (repo / "NOTES.md").exists()
+    leftovers = [p.name for p in repo.iterdir() if p.name.endswith(".ribbit-tmp")]
+    assert leftovers == []
