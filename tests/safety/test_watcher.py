@@ -1,0 +1,99 @@
+"""Outside edits during a session: the file goes stale, the model gets a note, the transcript an event."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+from agent.transcript import TranscriptWriter, fanout
+from agent.watcher import ExternalChange, RepoWatcher
+from agent.workspace import open_workspace
+from tests.conftest import git, xml_call
+from tests.safety.helpers import HookedReplay, Recorder, YesApprover, tool_outputs, write_replay
+
+
+def test_outside_edit_makes_the_file_stale_and_tells_the_model(repo: Path, tmp_path: Path) -> None:
+    calc = repo / "calc.py"
+    turns = [
+        xml_call("Read", file_path="calc.py"),
+        xml_call("Edit", file_path="calc.py", old_string="a - b", new_string="a + b"),  # refused: stale
+        xml_call("Read", file_path="calc.py"),
+        xml_call("Edit", file_path="calc.py", old_string="a * b", new_string="a + b"),  # the agent's own edit
+        xml_call("Bash", command="echo by-bash > bash.txt"),  # the agent's own command
+        "done",
+    ]
+    reported = threading.Event()
+    recorder = Recorder()
+    transcript = tmp_path / "transcript.jsonl"
+    writer = TranscriptWriter(transcript)
+
+    def sink(event):  # type: ignore[no-untyped-def]
+        if event.type == "external_change":
+            reported.set()
+        recorder(event)
+        writer(event)
+
+    def user_edits_calc() -> None:
+        # Same size and same mtime as what the agent read: only the watcher can tell it changed.
+        st = calc.stat()
+        calc.write_text(calc.read_text().replace("a - b", "a * b"))
+        os.utime(calc, ns=(st.st_atime_ns, st.st_mtime_ns))
+        (repo / "build").mkdir(exist_ok=True)
+        (repo / "build" / "out.o").write_text("ignored")
+        (repo / "debug.log").write_text("ignored")
+        git(repo, "update-ref", "refs/heads/other", "HEAD")  # inside .git/
+        assert reported.wait(10), "the watcher never reported the outside change"
+
+    model = HookedReplay(write_replay(tmp_path / "r.jsonl", *turns), {1: user_edits_calc})
+    workspace = open_workspace(model, repo, mode="full-auto", approver=YesApprover(), sink=fanout([sink]))
+    try:
+        assert workspace.watcher is not None and workspace.watcher.method == "inotify"
+        workspace.session.run("fix add")
+        assert workspace.watcher.wait_idle()
+    finally:
+        workspace.close()
+        writer.close()
+    outputs = tool_outputs(recorder)
+    assert outputs[1].startswith("Error:") and "modified since read" in outputs[1]
+    assert outputs[3].startswith("Edited calc.py")
+    assert calc.read_text() == "def add(a, b):\n    return a + b\n"
+    # The note reaches the model with the results of the turn after the outside edit.
+    tool_messages = [m.content for m in workspace.session.messages if m.role == "tool"]
+    assert "changed outside the agent" in tool_messages[1] and "calc.py" in tool_messages[1]
+    assert not any("changed outside the agent" in m for m in tool_messages[2:])
+    # Exactly one external_change event, for calc.py only: not the ignored files, not .git/,
+    # not the agent's own Edit or Bash.
+    events = [json.loads(line) for line in transcript.read_text().splitlines()]
+    external = [e for e in events if e["type"] == "external_change"]
+    assert external == [{"type": "external_change", "paths": ["calc.py"]}]
+
+
+def test_polling_fallback_still_reports_changes(repo: Path) -> None:
+    seen: list[ExternalChange] = []
+    got = threading.Event()
+
+    def on_change(change: ExternalChange) -> None:
+        seen.append(change)
+        got.set()
+
+    watcher = RepoWatcher(repo, on_change, force_polling=True)
+    message = watcher.start()
+    try:
+        assert watcher.method == "polling" and "polling" in message
+        (repo / "test_calc.py").unlink()
+        assert got.wait(15)
+    finally:
+        watcher.stop()
+    assert seen[0].paths == ["test_calc.py"] and seen[0].deleted == ["test_calc.py"]
+
+
+def test_tree_too_big_for_inotify_falls_back_to_polling(repo: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    for i in range(12):
+        (repo / f"d{i}").mkdir()
+    monkeypatch.setattr("agent.watcher.inotify_watch_limit", lambda: 10)
+    watcher = RepoWatcher(repo, lambda change: None)
+    message = watcher.start()
+    watcher.stop()
+    assert watcher.method == "polling" and "inotify allows 10 watches" in message
