@@ -1,0 +1,216 @@
+"""Git plumbing for evaluation: a private cache repository per task, worktrees, patches.
+
+The user's repository is only ever read (cloned from). Each task gets a bare cache repo under the
+output folder whose only ref is the base commit — so `git log --all` in the agent's worktree shows
+no later history — and every job works in a fresh worktree of it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+from agent.evaluation.tasks import EvalTask
+
+BASE_REF = "refs/heads/eval-base"
+BASE_FILE = "ribbit-eval-base"
+# Build products that must never end up in a candidate patch.
+EXCLUDES = "__pycache__/\n*.pyc\n.pytest_cache/\n"
+# A plain folder becomes a git repo with this identity and date, so its commit is the same every time.
+FIXED_COMMIT_ENV = {
+    "GIT_AUTHOR_NAME": "ribbit eval", "GIT_AUTHOR_EMAIL": "eval@ribbit.invalid",
+    "GIT_COMMITTER_NAME": "ribbit eval", "GIT_COMMITTER_EMAIL": "eval@ribbit.invalid",
+    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+0000", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+0000",
+}
+
+_locks: dict[str, threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+class GitError(Exception):
+    """A git step that failed; one line."""
+
+
+def lock_for(key: Path) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault(str(key), threading.Lock())
+
+
+def git(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, check: bool = True) -> str:
+    """The one wrapper for every git call here."""
+    full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", **(env or {})}
+    try:
+        proc = subprocess.run(
+            ["git", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=600,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise GitError(f"git {args[0]} failed: {exc}") from None
+    if check and proc.returncode != 0:
+        message = " ".join((proc.stderr or proc.stdout).split())[:300]
+        raise GitError(f"git {args[0]} failed: {message}")
+    return proc.stdout
+
+
+def prepare_cache(task: EvalTask, cache_root: Path) -> tuple[Path, str]:
+    """(bare cache repo, base commit sha) for `task`, made once and reused (also across resumed runs)."""
+    cache = cache_root / f"{task.id}.git"
+    with lock_for(cache):
+        marker = cache / BASE_FILE
+        if marker.is_file():
+            return cache, marker.read_text().strip()
+        cache_root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{task.id}-", dir=cache_root))
+        try:
+            base = _build_cache(task, tmp)
+            (tmp / BASE_FILE).write_text(base + "\n")
+            if cache.exists():
+                shutil.rmtree(cache)
+            tmp.rename(cache)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return cache, base
+
+
+def _build_cache(task: EvalTask, tmp: Path) -> str:
+    source = task.repo
+    if source.is_file():  # a git bundle
+        git("clone", "--bare", "-q", str(source), str(tmp / "r"))
+        _move_up(tmp)
+    elif _is_git_repo(source):
+        git("clone", "--bare", "-q", "--no-tags", str(source), str(tmp / "r"))
+        _move_up(tmp)
+        # --no-tags skips tags, but the base may be reachable only from one: fetch it by name if needed.
+    else:
+        git("init", "--bare", "-q", str(tmp))
+        commit_folder(source, tmp)
+    wanted = task.base_commit or "HEAD"
+    base = _rev_parse(tmp, wanted)
+    if base is None and task.base_commit:
+        # Not in the clone (e.g. only behind a tag): fetch everything from the source, then retry.
+        git("--git-dir", str(tmp), "fetch", "-q", str(source), "+refs/*:refs/source/*", check=False)
+        base = _rev_parse(tmp, wanted)
+    if base is None:
+        raise GitError(f"base commit {wanted} is not in {source}")
+    # Only the base stays reachable: later history would show the agent the answer.
+    for ref in git("--git-dir", str(tmp), "for-each-ref", "--format=%(refname)").split():
+        git("--git-dir", str(tmp), "update-ref", "-d", ref)
+    git("--git-dir", str(tmp), "update-ref", BASE_REF, base)
+    git("--git-dir", str(tmp), "symbolic-ref", "HEAD", BASE_REF)
+    git("--git-dir", str(tmp), "config", "--unset-all", "remote.origin.url", check=False)
+    git("--git-dir", str(tmp), "config", "--unset-all", "remote.origin.fetch", check=False)
+    (tmp / "info").mkdir(exist_ok=True)
+    (tmp / "info" / "exclude").write_text(EXCLUDES)
+    return base
+
+
+def commit_folder(folder: Path, git_dir: Path) -> str:
+    """Commit a plain folder's files (respecting its .gitignore) at a fixed identity and date."""
+    with tempfile.TemporaryDirectory(prefix="ribbit-eval-index-") as scratch:
+        env = {
+            "GIT_INDEX_FILE": str(Path(scratch) / "index"), "GIT_DIR": str(git_dir),
+            "GIT_WORK_TREE": str(folder), **FIXED_COMMIT_ENV,
+        }
+        git("add", "-A", ".", cwd=folder, env=env)
+        tree = git("write-tree", cwd=folder, env=env).strip()
+        commit = git("commit-tree", tree, "-m", f"{folder.name}: task base", cwd=folder, env=env).strip()
+    git("--git-dir", str(git_dir), "update-ref", "refs/heads/main", commit)
+    git("--git-dir", str(git_dir), "symbolic-ref", "HEAD", "refs/heads/main")
+    return commit
+
+
+def add_worktree(cache: Path, path: Path, commit: str) -> Path:
+    with lock_for(cache):
+        if path.exists():
+            _remove_worktree_locked(cache, path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        git("--git-dir", str(cache), "worktree", "add", "-q", "--detach", "-f", str(path), commit)
+    return path
+
+
+def remove_worktree(cache: Path, path: Path) -> None:
+    with lock_for(cache):
+        _remove_worktree_locked(cache, path)
+
+
+def _remove_worktree_locked(cache: Path, path: Path) -> None:
+    git("--git-dir", str(cache), "worktree", "remove", "--force", "--force", str(path), check=False)
+    if path.exists():
+        shutil.rmtree(path, ignore_errors=True)
+    git("--git-dir", str(cache), "worktree", "prune", check=False)
+
+
+def apply_patch(root: Path, patch: str) -> str | None:
+    """Apply a unified diff to the worktree; None on success, else why not (one line)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".diff", delete=False, encoding="utf-8") as handle:
+        handle.write(patch if patch.endswith("\n") else patch + "\n")
+        name = handle.name
+    try:
+        proc = subprocess.run(
+            ["git", "apply", "--binary", "--whitespace=nowarn", name], cwd=root, capture_output=True, text=True,
+            timeout=120,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"git apply failed: {exc}"
+    finally:
+        os.unlink(name)
+    if proc.returncode != 0:
+        return " ".join(proc.stderr.split())[:300] or "git apply failed"
+    return None
+
+
+def restore_from_base(root: Path, base: str, files: list[str]) -> None:
+    """Put `files` back as they are at `base` (deleting those that do not exist there)."""
+    for name in files:
+        if _exists_at(root, base, name):
+            git("checkout", base, "--", name, cwd=root)
+        else:
+            (root / name).unlink(missing_ok=True)
+
+
+def copy_over(source: Path, root: Path) -> list[str]:
+    """Copy every file under `source` into the worktree (replacing), returns the relative paths."""
+    copied = []
+    for path in sorted(source.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            rel = path.relative_to(source)
+            target = root / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.is_symlink() or target.is_dir():
+                shutil.rmtree(target) if target.is_dir() and not target.is_symlink() else target.unlink()
+            shutil.copyfile(path, target)
+            copied.append(rel.as_posix())
+    return copied
+
+
+def _exists_at(root: Path, base: str, name: str) -> bool:
+    proc = subprocess.run(["git", "cat-file", "-e", f"{base}:{name}"], cwd=root, capture_output=True)
+    return proc.returncode == 0
+
+
+def _rev_parse(git_dir: Path, rev: str) -> str | None:
+    out = git("--git-dir", str(git_dir), "rev-parse", "-q", "--verify", f"{rev}^{{commit}}", check=False).strip()
+    return out or None
+
+
+def _is_git_repo(path: Path) -> bool:
+    proc = subprocess.run(["git", "-C", str(path), "rev-parse", "--git-dir"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        return False
+    # A plain folder inside some other repository is not itself a repository.
+    top = subprocess.run(["git", "-C", str(path), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    if top.returncode == 0 and top.stdout.strip():
+        return Path(top.stdout.strip()).resolve() == path.resolve()
+    return True  # a bare repository
+
+
+def _move_up(tmp: Path) -> None:
+    """`git clone` wants a new folder; move the clone's contents up into tmp."""
+    inner = tmp / "r"
+    for item in inner.iterdir():
+        item.rename(tmp / item.name)
+    inner.rmdir()

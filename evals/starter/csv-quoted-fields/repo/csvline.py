@@ -1,0 +1,3 @@
+def parse_line(line: str) -> list[str]:
+    """Split one CSV line into its fields."""
+    return line.split(",")

@@ -1,0 +1,14 @@
+"""Roman numerals."""
+
+_VALUES = [(1000, "M"), (500, "D"), (100, "C"), (50, "L"), (10, "X"), (5, "V"), (1, "I")]
+
+
+def to_roman(number: int) -> str:
+    if not 0 < number < 4000:
+        raise ValueError("number must be between 1 and 3999")
+    out = []
+    for value, letters in _VALUES:
+        while number >= value:
+            out.append(letters)
+            number -= value
+    return "".join(out)
