@@ -144,6 +144,8 @@ class LlamaCppModel:
         self.n_batch = self.plan.n_batch
         self.prefill_chunk = max(1, min(prefill_chunk, self.plan.n_batch))
         self.use_grammar = grammar
+        # Text every assistant turn starts with, as if the model had written it (benchmarks, forcing a call).
+        self.response_prefix = ""
         meta = dict(self.llm.metadata)
         arch = meta.get("general.architecture", "")
         self.template = ChatTemplate(
@@ -384,6 +386,20 @@ class LlamaCppModel:
         is_eog = self._llama_cpp.llama_vocab_is_eog
         produced = 0
         self._pending = list(self._close_tokens)
+        forced = self._tokenize(self.response_prefix) if self.response_prefix else []
+        if forced:
+            raws = []
+            for token in forced:
+                sampler.accept(token)
+                self._eval([token])
+                raws.append(self.llm.detokenize([token], special=True))
+            produced = len(forced)
+            switched = watcher.feed_many(forced, raws) if watcher is not None else None
+            if switched is not None:
+                sampler, watcher = switched, None
+            piece = decoder.decode(b"".join(raws))
+            if piece:
+                yield TextChunk(piece)
         while True:
             if request.should_stop():
                 finish = "cancelled"
@@ -499,9 +515,13 @@ class _GrammarWatcher:
             self.triggers = [re.compile(rb"<tool_call>|<function=")]
 
     def feed(self, token: int, raw: bytes) -> Any:
-        self.starts.append(len(self.buffer))
-        self.tokens.append(token)
-        self.buffer += raw
+        return self.feed_many([token], [raw])
+
+    def feed_many(self, tokens: list[int], raws: list[bytes]) -> Any:
+        for token, raw in zip(tokens, raws):
+            self.starts.append(len(self.buffer))
+            self.tokens.append(token)
+            self.buffer += raw
         if self.dead:
             return None
         window_from = max(0, self.scan_from - 24)
