@@ -34,6 +34,8 @@ def main(argv: list[str]) -> int:
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = ftype
     params.nthread = os.cpu_count() or 1
+    # bound llama.cpp's conversion buffers (default 8 GiB) so a laptop keeps its memory
+    params.max_buf_size = 256 * 1024 * 1024
     keep_alive = []
     if imatrix_path is not None:
         from quantize.errors import QuantizeError

@@ -13,6 +13,7 @@ from types import FrameType
 
 from quantize.convert import convert_checkpoint
 from quantize.errors import QuantizeError
+from quantize.progress import end_line
 from quantize.quantizer import QUANT_TYPES, estimated_size, quantize_gguf
 
 PROG = "ribbit quantize"
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _say(text: str) -> None:
+    end_line()
     print(text, file=sys.stderr, flush=True)
 
 

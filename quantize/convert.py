@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -66,8 +66,12 @@ def _to_weight_dtype(raw: np.ndarray, src_dtype: str, out: WeightDtype) -> np.nd
     return raw if src_dtype == "F32" else to_f32(raw, src_dtype)
 
 
-def tensor_chunks(job: TensorJob, entry: TensorEntry, raw: np.ndarray, out: WeightDtype) -> Iterator[np.ndarray]:
-    """The tensor's output bytes as one or more row blocks (pass-through tensors are chunked)."""
+def tensor_chunks(
+    job: TensorJob, entry: TensorEntry, raw: np.ndarray, out: WeightDtype,
+    consumed: Callable[[int], None] = lambda n: None,
+) -> Iterator[np.ndarray]:
+    """The tensor's output bytes as one or more row blocks (pass-through tensors are chunked;
+    ``consumed`` hears how many source bytes are done with, so their pages can be dropped)."""
     if job.f32:
         x = to_f32(raw, entry.dtype)
         yield np.ascontiguousarray(job.transform(x) if job.transform else x, dtype=np.float32)
@@ -78,6 +82,7 @@ def tensor_chunks(job: TensorJob, entry: TensorEntry, raw: np.ndarray, out: Weig
     rows = max(1, _CHUNK_BYTES // max(1, raw[0].nbytes * 2)) if raw.ndim > 1 else raw.shape[0]
     for start in range(0, raw.shape[0], rows):
         yield np.ascontiguousarray(_to_weight_dtype(raw[start:start + rows], entry.dtype, out))
+        consumed(min(raw.shape[0], start + rows) * raw[0].nbytes)
 
 
 def _job_nbytes(job: TensorJob, out: WeightDtype) -> int:
@@ -123,7 +128,7 @@ def convert_checkpoint(
         check_free_disk(out.parent, total + len(tok.tokens) * 16, "the GGUF")
         tmp = partial_path(out)
         try:
-            _write(tmp, cfg, plan, ckpt, tok, weight_dtype, total, progress)
+            _write(tmp, out, cfg, plan, ckpt, tok, weight_dtype, total, progress)
             os.replace(tmp, out)
         except BaseException:
             tmp.unlink(missing_ok=True)
@@ -135,7 +140,7 @@ def convert_checkpoint(
 
 
 def _write(
-    tmp: Path, cfg: CheckpointConfig, plan: Plan, ckpt: Checkpoint, tok, weight_dtype: WeightDtype,
+    tmp: Path, out: Path, cfg: CheckpointConfig, plan: Plan, ckpt: Checkpoint, tok, weight_dtype: WeightDtype,
     total: int, progress: bool,
 ) -> None:
     w = GGUFWriter(tmp, cfg.arch.value)
@@ -160,7 +165,7 @@ def _write(
             raw = ckpt.array(job.src)
             w.write_padding(fout, fout.tell())  # each tensor starts aligned, as the infos promise
             written = 0
-            for chunk in tensor_chunks(job, entry, raw, weight_dtype):
+            for chunk in tensor_chunks(job, entry, raw, weight_dtype, lambda n, s=job.src: ckpt.release(s, n)):
                 chunk.tofile(fout)
                 written += chunk.nbytes
                 if bar:
@@ -175,6 +180,6 @@ def _write(
         fout.flush()
         os.fsync(fout.fileno())
     except OSError as exc:
-        raise QuantizeError(f"write failed ({exc.strerror})", tmp) from None
+        raise QuantizeError(f"write failed ({exc.strerror})", out) from None
     finally:
         w.close()

@@ -12,6 +12,17 @@ def _fmt_time(seconds: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60:02d}:{s % 60:02d}"
 
 
+_open_line: list[TextIO] = []  # a stream whose bar was drawn without its newline yet
+
+
+def end_line() -> None:
+    """Finish a half-drawn bar so the next message starts on its own line."""
+    while _open_line:
+        stream = _open_line.pop()
+        stream.write("\n")
+        stream.flush()
+
+
 class ProgressBar:
     """Redraws in place on a terminal; elsewhere (logs, CI) prints a line every 10 %."""
 
@@ -35,6 +46,8 @@ class ProgressBar:
                 self._last_draw = now
                 self.stream.write("\r" + self.line())
                 self.stream.flush()
+                if self.stream not in _open_line:
+                    _open_line.append(self.stream)
         else:
             decile = int(10 * self.done / self.total)
             if decile > self._last_decile:
@@ -57,5 +70,4 @@ class ProgressBar:
     def finish(self) -> None:
         self.set(self.total)
         if self._tty:
-            self.stream.write("\n")
-            self.stream.flush()
+            end_line()

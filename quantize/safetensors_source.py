@@ -105,13 +105,15 @@ class SafetensorsFile:
         raw = np.frombuffer(self._map, dtype=_RAW_DTYPES[entry.dtype], count=entry.nbytes // _RAW_DTYPES[entry.dtype].itemsize, offset=entry.start)
         return raw.reshape(entry.shape)
 
-    def release(self, entry: TensorEntry) -> None:
-        """Drop this tensor's pages from our address space (the page cache keeps them)."""
+    def release(self, entry: TensorEntry, upto: int | None = None) -> None:
+        """Drop this tensor's pages (up to byte ``upto`` of it) from our address space; the page
+        cache keeps them, so this costs nothing but keeps resident memory flat."""
         if self._map is None or not hasattr(mmap, "MADV_DONTNEED"):
             return
         page = mmap.PAGESIZE
         start = entry.start - entry.start % page
-        length = entry.end - start
+        end = entry.end if upto is None else min(entry.end, entry.start + upto)
+        length = end - start
         try:
             self._map.madvise(mmap.MADV_DONTNEED, start, length)
         except (OSError, ValueError):
@@ -144,8 +146,8 @@ class Checkpoint:
     def array(self, name: str) -> np.ndarray:
         return self._owner[name].array(self.entries[name])
 
-    def release(self, name: str) -> None:
-        self._owner[name].release(self.entries[name])
+    def release(self, name: str, upto: int | None = None) -> None:
+        self._owner[name].release(self.entries[name], upto)
 
     def close(self) -> None:
         for f in self.files:
