@@ -35,7 +35,25 @@ class BashApprovalRequest(BaseModel):
     description: str | None = None
 
 
-ApprovalRequest = EditApprovalRequest | BashApprovalRequest
+class PatchHunkApprovalRequest(BaseModel):
+    """Review mode: one hunk of the agent's finished patch, to apply to the live checkout or not.
+
+    `tool`, `path` and `diff` have the same meaning as on an edit request, so an approver that
+    shows those works unchanged; `kind` tells them apart.
+    """
+
+    kind: Literal["patch_hunk"] = "patch_hunk"
+    tool_call_id: str = ""
+    tool: str = "Review"
+    path: str
+    status: Literal["added", "modified", "deleted"]
+    binary: bool = False
+    hunk_index: int  # 0-based, within the file
+    hunk_count: int
+    diff: str
+
+
+ApprovalRequest = EditApprovalRequest | BashApprovalRequest | PatchHunkApprovalRequest
 
 
 class ApprovalDecision(BaseModel):

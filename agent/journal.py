@@ -168,11 +168,15 @@ class Journal:
         if not self.snapshots:
             return ""
         current = self.snapshot("end")
+        return self.diff(self.snapshots[start], current)
+
+    def diff(self, a: str, b: str, paths: Iterable[str] | None = None) -> str:
+        """`git diff --binary` between two journal commits, paths relative to the folder ribbit runs in."""
+        limit = [self._from_root(p) for p in paths] if paths is not None else [self.scope]
+        if not limit:
+            return ""
         try:
-            out = self._git(
-                "diff", "--binary", "--no-color", "--no-ext-diff", "--no-renames", self.snapshots[start], current,
-                "--", self.scope,
-            )
+            out = self._git("diff", "--binary", "--no-color", "--no-ext-diff", "--no-renames", a, b, "--", *limit)
         except GIT_ERRORS as exc:
             raise JournalError(f"cannot compute the session's patch: {_one_line(exc)}") from None
         if self.scope != ".":
@@ -180,6 +184,21 @@ class Journal:
             out = out.replace(f" a/{self.scope}/", " a/").replace(f" b/{self.scope}/", " b/")
             out = out.replace(f"--- a/{self.scope}/", "--- a/").replace(f"+++ b/{self.scope}/", "+++ b/")
         return out
+
+    def read_blob(self, commit: str, rel: str) -> tuple[bytes, str] | None:
+        """(bytes, git mode) of a root-relative path in a journal commit, or None if absent."""
+        try:
+            entry = self._entry(commit, self._from_root(rel))
+            return (self._blob(entry[1]), entry[0]) if entry else None
+        except GIT_ERRORS as exc:
+            raise JournalError(f"cannot read {rel} from the journal: {_one_line(exc)}") from None
+
+    def changed_between(self, a: str, b: str) -> list[str]:
+        """Root-relative paths that differ between two journal commits."""
+        try:
+            return [self._display(p) for p in self._changed(a, b)]
+        except GIT_ERRORS as exc:
+            raise JournalError(f"cannot read the journal: {_one_line(exc)}") from None
 
     def sweep_temp_files(self) -> list[str]:
         """Remove `*.ribbit-tmp` files a killed ribbit left behind; returns their paths."""
