@@ -137,8 +137,11 @@ def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: I
             model, Path(args.repo), mode=args.mode, approver=StdinApprover(reader, sys.stderr), sink=sink,
             limits=limits, no_sandbox=args.no_sandbox,
         )
-        summary = run_interruptibly(workspace.session, task)
-        patch = workspace.patch()
+        try:
+            summary = run_interruptibly(workspace.session, task)
+            patch = workspace.patch()
+        finally:
+            workspace.close()  # stops the watcher thread (in-process callers run many sessions)
     except (SetupError, JournalError, ModelError, OSError) as exc:
         return fail(str(exc))
     finally:
