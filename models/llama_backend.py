@@ -286,13 +286,10 @@ class LlamaCppModel:
         text = self.template.render_conversation(messages, tools) if with_rest else ""
         cuts: list[tuple[str, str | None]] = []
         if messages and messages[0].role == "system":
-            sys_text = self.template.render(self.template.template_messages(messages[:1]), tools, False)
-            stand_in = messages[0].model_copy(update={"content": _STAND_IN})
-            shell = self.template.render(self.template.template_messages([stand_in]), tools, False)
-            scaffold = shell[: shell.find(_STAND_IN)] if _STAND_IN in shell else ""
+            scaffold, sys_text = self._system_prefixes(messages[0], tools)
             if not with_rest:
                 text = sys_text
-            if text.startswith(sys_text):
+            if sys_text and text.startswith(sys_text):
                 if scaffold and sys_text.startswith(scaffold):
                     cuts.append((scaffold, "tools"))
                 cuts.append((sys_text, "system"))
@@ -311,6 +308,28 @@ class LlamaCppModel:
             else:
                 segments.append((tokens, mark))
         return [s for s in segments if s[0] or s[1]]
+
+    def _system_prefixes(self, system: ChatMessage, tools: list[ToolSpec]) -> tuple[str, str]:
+        """(text before the system prompt's content — the tool definitions —, the whole system turn).
+
+        Rendered with a stand-in user turn, since some templates refuse a conversation without one."""
+        user = ChatMessage(role="user", content="U")
+        stand_in = system.model_copy(update={"content": _STAND_IN})
+        try:
+            probe = self.template.render(self.template.template_messages([system, user]), tools, False)
+            shell = self.template.render(self.template.template_messages([stand_in, user]), tools, False)
+        except ModelError:
+            return "", ""
+        at = shell.find(_STAND_IN)
+        scaffold = shell[:at] if at != -1 else ""
+        if not probe.startswith(scaffold):
+            return "", ""
+        marker = self.template.turn_close + self.template.turn_end
+        start = probe.find(system.content, len(scaffold)) if system.content else len(scaffold)
+        end = probe.find(marker, start + len(system.content)) if start != -1 else -1
+        if end == -1:
+            return scaffold, ""
+        return scaffold, probe[: end + len(marker)]
 
     def _restore_prefix(self, segments: list[tuple[list[int], str | None]]) -> list[tuple[list[int], str | None]]:
         """Skip the longest marked prefix a snapshot already holds (the context itself, memory, disk)."""

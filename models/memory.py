@@ -80,6 +80,19 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def busy_cores() -> int:
+    """Cores other programs keep busy (1-minute load average). llama.cpp's threads spin while they wait
+    for each other, so one thread more than there are idle cores can make decoding several times slower."""
+    try:
+        return int(os.getloadavg()[0] + 0.5)
+    except (AttributeError, OSError):
+        return 0
+
+
+def choose_threads(cores: int, busy: int) -> int:
+    return max(1, min(cores, cores - busy))
+
+
 class ModelShape(BaseModel):
     """What the planner needs to know about a model, from its GGUF header."""
 
@@ -164,6 +177,7 @@ def plan_memory(
     meta = meta if meta is not None else read_metadata(path)
     shape = model_shape(meta)
     free = available_memory() if free is None else free
+    explicit_cores = cores is not None
     cores = cores or usable_cores()
     model_bytes = path.stat().st_size if path.is_file() else 0
     ctx = max(256, wanted_context)
@@ -172,7 +186,9 @@ def plan_memory(
         ctx = shape.trained_context
         notes.append(f"context capped at the trained {ctx}")
     n_batch = 512 if cores > 4 else 256
-    threads = cores
+    threads = cores if explicit_cores else choose_threads(cores, busy_cores())
+    if threads < cores:
+        notes.append(f"{cores - threads} of {cores} cores busy with other programs")
 
     def build(n_ctx: int, kv: KvType, flash: bool, batch: int) -> MemoryPlan:
         return MemoryPlan(

@@ -1,0 +1,278 @@
+"""`python -m bench.engine [--qwen35 PATH.gguf] [--steps 20]` — the inference engine's figures, in one run.
+
+For the embedded SmolLM2 GGUF and (with --qwen35, default: the shared tiny fixture when present) a
+`qwen35` hybrid GGUF:
+1. tokens evaluated / tokens in the stream over an N-step agent session (append-only: ~1.0), beside
+   what a naive loop that re-renders the history each step would evaluate;
+2. decode tokens/s through ribbit's backend vs a bare llama-cpp-python loop on the same GGUF and settings;
+3. time to first token after a tool result (cached stream) vs the same prompt with no cache;
+4. second-launch time to first token (system prompt loaded from disk) vs first launch;
+5. malformed tool calls with the grammar on vs off, over the same sampled sessions (seeds), the call
+   opening forced by a response prefix so that every session makes an attempt.
+Timings on a shared 2-core machine are noisy: decode speeds are the best of several alternating runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from agent.parsers import parser_for
+from agent.prompt import system_prompt
+from agent.tools import default_tools
+from models.base import GenerationRequest, TextChunk, TurnEnd
+from models.chat import ChatMessage, ToolCall
+from models.embedded import embedded_model_path
+from models.llama_backend import LlamaCppModel
+
+FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "tiny-qwen35-f16.gguf"
+TASK = "The tests in test_calc.py fail. Find the bug in calc.py and fix it, then run the tests."
+TOOLS = default_tools()
+SPECS = [t.spec() for t in TOOLS.values()]
+CALL_OPENINGS = {"json": '{"tool": "', "hermes": "<tool_call>\n", "qwen3_coder": "<tool_call>\n"}
+
+
+def tool_output(step: int) -> str:
+    lines = [f"{n:6d}\tdef function_{step}_{n}(value):  # line {n} of a file the agent read" for n in range(1, 9)]
+    return "\n".join(lines)
+
+
+def turn(model: LlamaCppModel, messages: list[ChatMessage], max_tokens: int, tools=SPECS) -> tuple[str, TurnEnd, float]:
+    """(text, end, seconds to the first sampled token or the end of the turn)."""
+    started = time.perf_counter()
+    first = None
+    text, end = "", None
+    for chunk in model.generate(GenerationRequest(messages=messages, tools=tools, max_tokens=max_tokens)):
+        if isinstance(chunk, TextChunk):
+            first = first or time.perf_counter()
+            text += chunk.text
+        elif isinstance(chunk, TurnEnd):
+            end = chunk
+    assert end is not None
+    return text, end, (first or time.perf_counter()) - started
+
+
+def load(path: Path, state_dir: Path, **options) -> LlamaCppModel:
+    settings = dict(n_ctx=8192, temperature=0.7, seed=7, state_dir=state_dir)
+    settings.update(options)
+    return LlamaCppModel(path, **settings)
+
+
+def session_messages(model: LlamaCppModel, root: Path) -> list[ChatMessage]:
+    describe = model.info.dialect == "json"
+    return [ChatMessage(role="system", content=system_prompt(root, SPECS, describe_tools=describe)),
+            ChatMessage(role="user", content=TASK)]
+
+
+def session(path: Path, steps: int, work: Path) -> dict:
+    """An agent-shaped session: each step generates, then a tool result is appended."""
+    model = load(path, work / "session-states", persist_states=False)
+    try:
+        messages = session_messages(model, work)
+        prompts, completions = [], []
+        ttft_cached = 0.0
+        for step in range(1, steps + 1):
+            text, end, ttft = turn(model, messages, max_tokens=16)
+            prompts.append(end.usage.prompt_tokens)
+            completions.append(end.usage.completion_tokens)
+            ttft_cached = ttft
+            call = ToolCall(id=f"call_{step}", name="Read", arguments={"file_path": f"src/module_{step}.py"})
+            messages += [
+                ChatMessage(role="assistant", content=text, tool_calls=[call]),
+                ChatMessage(role="tool", content=tool_output(step), tool_call_id=call.id, name="Read"),
+            ]
+        # The next step's prompt: time to first token after the last tool result, from the cache.
+        _, end, ttft_cached = turn(model, messages, max_tokens=1)
+        stream = len(model.stream_tokens())
+        evaluated = model.stats.evaluated
+        naive = sum(prompts) + end.usage.prompt_tokens + sum(completions)
+    finally:
+        model.close()
+    cold_model = load(path, work / "cold-states", persist_states=False)
+    try:
+        cold_messages = messages
+        _, cold_end, ttft_cold = turn(cold_model, cold_messages, max_tokens=1)
+    finally:
+        cold_model.close()
+    return {
+        "stream": stream, "evaluated": evaluated, "ratio": evaluated / stream, "naive": naive,
+        "naive_ratio": naive / stream, "ttft_cached": ttft_cached, "ttft_cold": ttft_cold,
+        "cold_prompt": cold_end.usage.prompt_tokens,
+    }
+
+
+def decode_speed(path: Path, work: Path, tokens: int, rounds: int) -> dict:
+    """Decode tokens/s, ribbit vs a bare llama-cpp-python loop, alternating which goes first.
+
+    Timed from the first sampled token to the end of the turn, in wall-clock seconds and in CPU
+    seconds of this process (with the planner's threads; CPU time is what other programs on a shared
+    machine cannot inflate)."""
+    import llama_cpp
+
+    model = load(path, work / "decode-states", persist_states=False, temperature=0.0)
+    plan = model.plan
+    messages = [ChatMessage(role="system", content="You are a storyteller."),
+                ChatMessage(role="user", content="Tell a very long story about a frog who learns to code.")]
+    bare = llama_cpp.Llama(
+        model_path=str(path), n_ctx=plan.n_ctx, n_batch=plan.n_batch, n_ubatch=plan.n_batch, n_threads=plan.n_threads,
+        n_threads_batch=plan.n_threads, flash_attn=plan.flash_attn, type_k=plan.type_kv, type_v=plan.type_kv,
+        seed=7, verbose=False,
+    )
+    prompt = model._tokenize(model.template.render_conversation(messages, SPECS))
+
+    def run_ribbit() -> tuple[float, float]:
+        model.reset()
+        model.snapshots.clear()
+        marks = []
+        request = GenerationRequest(messages=messages, tools=SPECS, max_tokens=tokens)
+        count = 0
+        for chunk in model.generate(request):
+            if isinstance(chunk, TextChunk):
+                count += 1
+                if not marks:
+                    marks.append((time.perf_counter(), time.process_time()))
+            elif isinstance(chunk, TurnEnd):
+                n = chunk.usage.completion_tokens - 1
+        wall, cpu = time.perf_counter() - marks[0][0], time.process_time() - marks[0][1]
+        return n / wall, n / cpu
+
+    def run_bare() -> tuple[float, float]:
+        bare.reset()
+        bare.eval(prompt)
+        sampler = bare._init_sampler(temp=0.0, top_p=0.8, top_k=20, min_p=0.0)
+        stops = {bare.token_eos(), *model.stop_ids}
+        token = sampler.sample(bare._ctx, -1)
+        bare.eval([token])
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        produced = 1
+        while produced < tokens:
+            token = sampler.sample(bare._ctx, -1)
+            produced += 1
+            if token in stops:
+                break
+            bare.eval([token])
+        n = produced - 1
+        return n / (time.perf_counter() - wall0), n / (time.process_time() - cpu0)
+
+    ribbit_rates, bare_rates = [], []
+    try:
+        for index in range(rounds):
+            order = (run_ribbit, run_bare) if index % 2 == 0 else (run_bare, run_ribbit)
+            for runner in order:
+                (ribbit_rates if runner is run_ribbit else bare_rates).append(runner())
+    finally:
+        model.close()
+        bare.close()
+    best = lambda rates, i: max(r[i] for r in rates)  # noqa: E731
+    return {"ribbit": best(ribbit_rates, 0), "bare": best(bare_rates, 0), "ratio": best(ribbit_rates, 0) / best(bare_rates, 0),
+            "ribbit_cpu": best(ribbit_rates, 1), "bare_cpu": best(bare_rates, 1),
+            "cpu_ratio": best(ribbit_rates, 1) / best(bare_rates, 1),
+            "ribbit_median": statistics.median(r[0] for r in ribbit_rates),
+            "bare_median": statistics.median(r[0] for r in bare_rates)}
+
+
+def second_launch(path: Path, work: Path) -> dict:
+    """Load + time to first token, first launch (evaluates and saves the system prompt) vs second (loads it)."""
+    states = work / "launch-states"
+    times = []
+    for _ in range(2):
+        started = time.perf_counter()
+        model = load(path, states)
+        try:
+            _, end, _ = turn(model, session_messages(model, work), max_tokens=1)
+            times.append((time.perf_counter() - started, end.usage.cached_tokens, end.usage.evaluated_tokens))
+        finally:
+            model.close()
+    return {"first": times[0], "second": times[1]}
+
+
+def malformed(path: Path, work: Path, sessions: int, max_tokens: int) -> dict:
+    """Same seeds, grammar off then on; a turn is malformed when the parser or argument validation rejects it."""
+    out = {}
+    for use_grammar in (False, True):
+        model = load(path, work / "grammar-states", persist_states=False, grammar=use_grammar)
+        parser = parser_for(model.info.dialect, SPECS)
+        opening = CALL_OPENINGS.get(model.info.dialect, "")
+        model.response_prefix = ("</think>\n\n" if model.info.opens_reasoning else "") + opening
+        bad = cut = 0
+        try:
+            messages = session_messages(model, work)
+            for seed in range(sessions):
+                model.llm.set_seed(seed)
+                text, end, _ = turn(model, messages, max_tokens=max_tokens)
+                if end.finish_reason == "length":
+                    cut += 1
+                if not well_formed(parser.parse(text, model.info.opens_reasoning)):
+                    bad += 1
+            out["on" if use_grammar else "off"] = (bad, cut, model.stats.grammar_triggers)
+        finally:
+            model.close()
+    return out
+
+
+def well_formed(parsed) -> bool:
+    if parsed.errors or not parsed.tool_calls:
+        return False
+    for call in parsed.tool_calls:
+        tool = TOOLS.get(call.name)
+        if tool is None:
+            return False
+        try:
+            tool.args_model.model_validate(call.arguments)
+        except ValueError:
+            return False
+    return True
+
+
+def report(name: str, path: Path, args: argparse.Namespace) -> None:
+    print(f"\n== {name}: {path.name}")
+    with tempfile.TemporaryDirectory(prefix="ribbit-bench-engine-") as tmp:
+        work = Path(tmp)
+        probe = load(path, work / "probe", persist_states=False)
+        print(f"   arch {probe.info.architecture}, dialect {probe.info.dialect}, plan: {probe.plan.describe()}")
+        probe.close()
+        s = session(path, args.steps, work)
+        print(f"1. {args.steps}-step session: {s['evaluated']} tokens evaluated / {s['stream']} tokens appended "
+              f"= {s['ratio']:.3f}   (naive re-render each step: {s['naive']} evaluated, ratio {s['naive_ratio']:.1f})")
+        d = decode_speed(path, work, args.decode_tokens, args.rounds)
+        print(f"2. decode: ribbit {d['ribbit']:.1f} tok/s vs bare llama-cpp-python {d['bare']:.1f} tok/s = {d['ratio']:.3f} wall "
+              f"(best of {args.rounds}; medians {d['ribbit_median']:.1f} / {d['bare_median']:.1f}); "
+              f"per CPU-second {d['ribbit_cpu']:.1f} vs {d['bare_cpu']:.1f} = {d['cpu_ratio']:.3f}")
+        print(f"3. time to first token after a tool result: {s['ttft_cached']:.2f} s cached vs "
+              f"{s['ttft_cold']:.2f} s with no cache ({s['cold_prompt']}-token prompt)")
+        launch = second_launch(path, work)
+        (t1, c1, e1), (t2, c2, e2) = launch["first"], launch["second"]
+        print(f"4. launch to first token: first {t1:.2f} s (evaluated {e1}) vs second {t2:.2f} s "
+              f"(system prompt from disk: {c2} cached, {e2} evaluated)")
+        m = malformed(path, work, args.sessions, args.call_tokens)
+        (off_bad, off_cut, _), (on_bad, on_cut, on_triggers) = m["off"], m["on"]
+        print(f"5. malformed tool calls over {args.sessions} sampled sessions: grammar off {off_bad}/{args.sessions} "
+              f"(cut at {args.call_tokens} tokens: {off_cut}), grammar on {on_bad}/{args.sessions} "
+              f"(cut: {on_cut}, grammar engaged {on_triggers}x)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.engine", description=__doc__.splitlines()[0])
+    parser.add_argument("--qwen35", type=Path, default=FIXTURE if FIXTURE.is_file() else None,
+                        help="a qwen35 (hybrid) GGUF; default: the shared tiny fixture when present")
+    parser.add_argument("--model", type=Path, default=None, help="the first model (default: the embedded GGUF)")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--decode-tokens", type=int, default=96)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--sessions", type=int, default=6)
+    parser.add_argument("--call-tokens", type=int, default=64)
+    args = parser.parse_args(argv)
+    print("ribbit engine benchmark")
+    report("embedded", args.model or embedded_model_path(), args)
+    if args.qwen35:
+        report("qwen35", args.qwen35, args)
+    else:
+        print("\n(no qwen35 GGUF: pass --qwen35 PATH)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
