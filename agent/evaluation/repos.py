@@ -124,24 +124,24 @@ def commit_folder(folder: Path, git_dir: Path) -> str:
 
 
 def add_worktree(cache: Path, path: Path, commit: str) -> Path:
-    with lock_for(cache):
-        if path.exists():
-            _remove_worktree_locked(cache, path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        git("--git-dir", str(cache), "worktree", "add", "-q", "--detach", "-f", str(path), commit)
+    """A fresh checkout of `commit` at `path`, with its own .git inside it.
+
+    A local clone rather than `git worktree add`: a worktree's git dir lives in the cache, which the
+    sandbox may hide (its /tmp is private), and then git would not work for the agent.
+    """
+    if path.exists():
+        remove_worktree(cache, path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    git("clone", "-q", "--local", "--no-checkout", str(cache), str(path))
+    git("checkout", "-q", "--detach", commit, cwd=path)
+    git("remote", "remove", "origin", cwd=path, check=False)
+    (path / ".git" / "info").mkdir(exist_ok=True)
+    (path / ".git" / "info" / "exclude").write_text(EXCLUDES)
     return path
 
 
 def remove_worktree(cache: Path, path: Path) -> None:
-    with lock_for(cache):
-        _remove_worktree_locked(cache, path)
-
-
-def _remove_worktree_locked(cache: Path, path: Path) -> None:
-    git("--git-dir", str(cache), "worktree", "remove", "--force", "--force", str(path), check=False)
-    if path.exists():
-        shutil.rmtree(path, ignore_errors=True)
-    git("--git-dir", str(cache), "worktree", "prune", check=False)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def apply_patch(root: Path, patch: str) -> str | None:

@@ -371,7 +371,11 @@ class EvalRun:
         except (GitError, OSError) as exc:
             return finish("error", f"cannot install the hidden tests: {exc}")
         runner = make_runner(root, want_sandbox=not self.config.no_sandbox)
-        prefix = f'export PATH={_quote(str(Path(sys.executable).parent))}:"$PATH" PYTHONDONTWRITEBYTECODE=1\n'
+        # The interpreter ribbit runs on comes first; a fresh TMPDIR keeps runs from sharing temp state.
+        prefix = (
+            f'export PATH={_quote(str(Path(sys.executable).parent))}:"$PATH" PYTHONDONTWRITEBYTECODE=1\n'
+            'export TMPDIR="$(mktemp -d)"\n'
+        )
         commands: list[CommandOutcome] = []
         logs: list[str] = []
         cancel = threading.Event()

@@ -1,0 +1,153 @@
+"""The runner end to end on real git repos, the real sandbox and replay models."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from agent.evaluation.report import JobResult
+from agent.evaluation.runner import EvalConfig, EvalProgress, EvalRun
+from agent.evaluation.tasks import load_tasks
+from agent.loop import Limits
+from tests.conftest import xml_call
+from tests.eval.conftest import CALC_FIXED
+from tests.eval.oracle import oracle_models, write_replay
+
+STARTER = Path(__file__).resolve().parents[2] / "evals" / "starter"
+
+
+def run_eval(tasks: Path, models: list[str], out: Path, **config: object) -> tuple[list[JobResult], list[EvalProgress]]:
+    seen: list[EvalProgress] = []
+    run = EvalRun(load_tasks(tasks), models, EvalConfig(out=out, **config), progress=seen.append)  # type: ignore[arg-type]
+    outcome = run.run()
+    assert not outcome.interrupted
+    return outcome.results, seen
+
+
+def test_oracle_resolves_every_starter_task(tmp_path: Path) -> None:
+    """The shipped starter set is sound: each task's known fix resolves it (and so 100 %)."""
+    spec = oracle_models(STARTER, tmp_path / "oracle")
+    results, _ = run_eval(STARTER, [spec], tmp_path / "out", jobs=2)
+    assert len(results) >= 10
+    assert {r.task_id: r.outcome for r in results} == {r.task_id: "resolved" for r in results}
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["models"][0]["resolved_rate"] == 1.0
+    predictions = [json.loads(line) for line in (tmp_path / "out" / "predictions.jsonl").read_text().splitlines()]
+    assert len(predictions) == len(results)
+    assert set(predictions[0]) == {"instance_id", "model_name_or_path", "model_patch"}
+    assert all(p["model_patch"].startswith("diff --git") for p in predictions)
+    # Hidden tests never reach the agent's patch.
+    assert all("hidden" not in p["model_patch"] and "_hidden" not in p["model_patch"] for p in predictions)
+
+
+def test_model_that_does_nothing_resolves_none(tmp_path: Path, task_set: Path) -> None:
+    idle = write_replay(tmp_path / "idle.jsonl", [])
+    results, _ = run_eval(task_set, [f"replay:{idle}"], tmp_path / "out")
+    assert [r.outcome for r in results] == ["no_patch", "no_patch"]
+    assert "0/2 (0.0%)" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_patch_that_breaks_a_passing_test_is_not_resolved(tmp_path: Path, task_set: Path) -> None:
+    broken = CALC_FIXED.replace("return a * b", "return a + b")  # add fixed, mul broken
+    turns = [xml_call("Read", file_path="calc.py"), xml_call("Write", file_path="calc.py", content=broken)]
+    model = f"replay:{write_replay(tmp_path / 'breaker.jsonl', turns)}"
+    results, _ = run_eval(task_set, [model], tmp_path / "out")
+    first = results[0]
+    assert first.outcome == "tests_fail"
+    assert first.fail_to_pass == {"tests.test_add.AddTest.test_add": "passed"}
+    assert first.pass_to_pass == {"tests.test_mul.MulTest.test_mul": "failed"}
+    assert "pass-to-pass" in first.message
+
+
+def test_several_models_in_one_run_and_a_step_limit(tmp_path: Path, task_set: Path) -> None:
+    oracle = oracle_models(task_set, tmp_path / "oracle")
+    idle = f"replay:{write_replay(tmp_path / 'idle.jsonl', [])}"
+    results, _ = run_eval(task_set, [oracle, idle], tmp_path / "out", jobs=2)
+    by = {(r.task_id, r.model): r.outcome for r in results}
+    assert by == {("calc-one", oracle): "resolved", ("calc-two", oracle): "resolved",
+                  ("calc-one", idle): "no_patch", ("calc-two", idle): "no_patch"}
+    # One step is not enough for Read + Write: the run stops at the limit, with nothing written.
+    limited, _ = run_eval(task_set, [oracle], tmp_path / "out-limited", limits=Limits(max_steps=1))
+    assert [r.outcome for r in limited] == ["limit", "limit"]
+    assert limited[0].stop_reason == "max_steps"
+
+
+def test_interrupted_run_resumes_without_redoing_finished_tasks(tmp_path: Path, task_set: Path) -> None:
+    spec = oracle_models(task_set, tmp_path / "oracle")
+    tasks = load_tasks(task_set)
+    out = tmp_path / "out"
+    events: list[EvalProgress] = []
+
+    def stop_during_second_task(p: EvalProgress) -> None:
+        events.append(p)
+        if p.task_id == "calc-two" and p.kind == "step":
+            run.stop()
+
+    run = EvalRun(tasks, [spec], EvalConfig(out=out, jobs=1), progress=stop_during_second_task)
+    first = run.run()
+    assert first.interrupted
+    assert [r.task_id for r in first.results] == ["calc-one"]
+    saved = sorted(p.name for p in (out / "results").rglob("*.json"))
+    assert saved == ["calc-one.json"]
+    saved_text = next((out / "results").rglob("calc-one.json")).read_text()
+
+    again: list[EvalProgress] = []
+    second = EvalRun(tasks, [spec], EvalConfig(out=out, jobs=1), progress=again.append).run()
+    assert not second.interrupted
+    assert [(p.kind, p.task_id) for p in again if p.kind in ("skip", "start")] == [("skip", "calc-one"), ("start", "calc-two")]
+    assert second.ran == 1
+    assert [r.outcome for r in second.results] == ["resolved", "resolved"]
+    assert next((out / "results").rglob("calc-one.json")).read_text() == saved_text
+
+
+def test_swebench_instance_from_a_local_repository(tmp_path: Path) -> None:
+    """SWE-bench JSONL: base commit, test_patch, FAIL_TO_PASS as a JSON string; later history hidden."""
+    repos = tmp_path / "repos"
+    src = repos / "acme__calc"
+    src.mkdir(parents=True)
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(src), *args], check=True, capture_output=True, text=True).stdout
+
+    git("init", "-q", "-b", "main")
+    git("config", "user.email", "t@example.com")
+    git("config", "user.name", "T")
+    (src / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (src / "test_calc.py").write_text("from calc import add\n\n\ndef test_zero():\n    assert add(0, 0) == 0\n")
+    git("add", "-A")
+    git("commit", "-q", "-m", "base")
+    base = git("rev-parse", "HEAD").strip()
+    (src / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    git("commit", "-q", "-am", "the fix, which the agent must not see")
+    (src / "test_calc.py").write_text(
+        "from calc import add\n\n\ndef test_zero():\n    assert add(0, 0) == 0\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+    )
+    test_patch = git("diff")
+    git("checkout", "--", "test_calc.py")
+    instance = {
+        "instance_id": "acme__calc-1", "repo": "acme/calc", "base_commit": base,
+        "problem_statement": "add subtracts", "test_patch": test_patch, "patch": "",
+        "FAIL_TO_PASS": json.dumps(["test_calc.py::test_add"]), "PASS_TO_PASS": json.dumps(["test_calc.py::test_zero"]),
+    }
+    tasks_file = tmp_path / "instances.jsonl"
+    tasks_file.write_text(json.dumps(instance) + "\n")
+    turns = [
+        xml_call("Bash", command="git log --all --format=%s > commits.txt"),
+        xml_call("Read", file_path="calc.py"),
+        xml_call("Edit", file_path="calc.py", old_string="a - b", new_string="a + b"),
+    ]
+    model = f"replay:{write_replay(tmp_path / 'fix.jsonl', turns)}"
+    tasks = load_tasks(tasks_file, repos_dir=repos)
+    assert tasks[0].test_commands == ["python -m pytest -rA -p no:cacheprovider test_calc.py"]
+    # The same command, minus the plugins installed here (they only slow pytest down).
+    command = "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python -m pytest -rA -p no:cacheprovider {test_files}"
+    tasks = load_tasks(tasks_file, repos_dir=repos, test_command=command)
+    run = EvalRun(tasks, [model], EvalConfig(out=tmp_path / "out"))
+    (result,) = run.run().results
+    assert result.outcome == "resolved", result.message
+    assert result.fail_to_pass == {"test_calc.py::test_add": "passed"}
+    # git works in the agent's sandbox, and its worktree shows no history after the base commit.
+    seen = result.patch.split("commits.txt")[-1]
+    assert "+base\n" in seen
+    assert "the fix" not in seen
