@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from quantize.quantizer import FTYPES
 from quantize.tokenizer import QWEN35_REGEX
 
 # Qwen3.5-4B text model (FROGNANO.md) and a vision tower of the base model's size
@@ -210,11 +211,11 @@ def _status_kb(pid: int, key: str) -> int:
     return 0
 
 
-def measure(cmd: list[str]) -> dict[str, float]:
+def measure(cmd: list[str], quiet: bool = False) -> dict[str, float]:
     """Run ``cmd``; wall time, peak RSS (kernel's, includes mapped page cache) and peak anonymous RSS."""
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, env=env)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL if quiet else None)
     peak_anon = 0
 
     def sample() -> None:
@@ -267,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"convert  -> BF16 GGUF: {conv['wall_s']:.0f} s, peak RSS {conv['peak_rss_gb']:.2f} GB "
           f"(anonymous {conv['peak_anon_gb']:.2f} GB), {mid.stat().st_size / 1e9:.2f} GB", flush=True)
     quant = measure([sys.executable, "-m", "quantize._quantize_worker", str(mid), str(final),
-                     str(__import__("quantize.quantizer", fromlist=["FTYPES"]).FTYPES[args.type])])
+                     str(FTYPES[args.type])], quiet=True)
     print(f"quantize -> {args.type}: {quant['wall_s']:.0f} s, peak RSS {quant['peak_rss_gb']:.2f} GB "
           f"(anonymous {quant['peak_anon_gb']:.2f} GB), {final.stat().st_size / 1e9:.2f} GB -> {final}", flush=True)
     print(f"total convert + quantize: {conv['wall_s'] + quant['wall_s']:.0f} s", flush=True)

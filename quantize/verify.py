@@ -68,6 +68,20 @@ def llama_logits(llm: Llama, tokens: Sequence[int]) -> np.ndarray:
     return np.array(llm.scores[: len(tokens)], dtype=np.float32)
 
 
+def greedy(llm: Llama, prompt: str, n_tokens: int) -> str:
+    """Greedy continuation, token by token (create_completion keeps going while a random model
+    emits partial UTF-8, so it is not used for this check)."""
+    llm.reset()
+    tokens = llm.tokenize(prompt.encode(), add_bos=True, special=True)
+    llm.eval(tokens)
+    out: list[int] = []
+    for _ in range(n_tokens):
+        nxt = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+        out.append(nxt)
+        llm.eval([nxt])
+    return llm.detokenize(out).decode("utf-8", errors="replace")
+
+
 def hf_logits(model: Any, tokens: Sequence[int]) -> np.ndarray:
     import torch
 
@@ -117,8 +131,7 @@ def load_hf_reference(src: Path) -> Any:
 def run_verify(gguf_path: Path, src: Path, say: Any, n_tokens: int = 8) -> None:
     llm = load_llama(gguf_path)
     prompt = VERIFY_PROMPTS[0]
-    with _quiet_stderr():
-        text = llm.create_completion(prompt, max_tokens=n_tokens, temperature=0.0)["choices"][0]["text"]
+    text = greedy(llm, prompt, n_tokens)
     say(f"verify: llama.cpp loaded {gguf_path.name} and generated {n_tokens} tokens: {prompt + text!r}")
     try:
         import torch  # noqa: F401
