@@ -1,0 +1,89 @@
+"""The memory planner: context, KV type, batch and threads from free RAM and cores; a clear refusal."""
+
+from __future__ import annotations
+
+import pytest
+
+from models.base import ModelError
+from models.chat import ChatMessage
+from models.memory import MemoryPlan, choose_threads, model_shape, plan_memory
+from tests.engine.conftest import SYSTEM, make_model, run_turn
+
+GiB = 1 << 30
+# FrogNano-4B's header as the converter writes it (FROGNANO.md): 32 layers, every 4th full attention.
+FROGNANO = {
+    "general.architecture": "qwen35", "qwen35.block_count": 32, "qwen35.context_length": 262144,
+    "qwen35.embedding_length": 2560, "qwen35.feed_forward_length": 9216, "qwen35.attention.head_count": 16,
+    "qwen35.attention.head_count_kv": 4, "qwen35.attention.key_length": 256, "qwen35.attention.value_length": 256,
+    "qwen35.full_attention_interval": 4, "qwen35.ssm.inner_size": 4096, "qwen35.ssm.state_size": 128,
+    "qwen35.ssm.group_count": 16, "qwen35.ssm.conv_kernel": 4, "tokenizer.ggml.tokens": {"array_length": 248320},
+}
+
+
+@pytest.fixture
+def frognano_file(tmp_path):
+    path = tmp_path / "frognano-Q4_K_M.gguf"
+    with path.open("wb") as handle:
+        handle.truncate(int(2.7 * GiB))  # sparse: only its size matters to the planner
+    return path
+
+
+def test_frognano_shape_matches_the_model_card():
+    shape = model_shape(FROGNANO)
+    assert shape.attention_layers == 8 and shape.recurrent_layers == 24
+    assert shape.kv_bytes_per_token("f16") == 32 * 1024  # ~32 KiB per token at f16
+    assert 40e6 < shape.recurrent_state_bytes < 60e6  # ~50 MB of recurrent state
+
+
+def test_roomy_machine_gets_the_full_context_with_a_q8_cache(frognano_file):
+    plan = plan_memory(frognano_file, 131072, free=32 * GiB, cores=2, meta=FROGNANO)
+    assert plan.n_ctx == 131072
+    assert plan.kv_type == "q8_0" and plan.flash_attn  # f16 would be 4 GiB of KV
+    assert plan.kv_bytes < 2.2 * GiB
+    assert plan.n_threads == 2
+
+
+def test_tight_machine_gets_a_smaller_context(frognano_file):
+    plan = plan_memory(frognano_file, 131072, free=5 * GiB, cores=2, meta=FROGNANO)
+    assert 2048 <= plan.n_ctx < 131072
+    assert plan.total_bytes <= 5 * GiB
+    assert any("reduced" in note for note in plan.notes)
+    assert "context" in plan.describe() and "GiB" in plan.describe()
+
+
+def test_a_model_that_cannot_fit_is_refused_clearly(frognano_file):
+    with pytest.raises(ModelError, match=r"cannot fit in memory.*2\.\d GiB.*free"):
+        plan_memory(frognano_file, 131072, free=2 * GiB, cores=2, meta=FROGNANO)
+
+
+def test_small_model_keeps_an_f16_cache_and_its_trained_context(tmp_path):
+    meta = {**FROGNANO, "qwen35.context_length": 8192}
+    path = tmp_path / "small.gguf"
+    path.write_bytes(b"GGUF")
+    plan = plan_memory(path, 131072, free=16 * GiB, cores=4, meta=meta)
+    assert plan.n_ctx == 8192 and plan.kv_type == "f16" and not plan.flash_attn
+
+
+def test_threads_leave_busy_cores_alone():
+    assert choose_threads(2, 0) == 2
+    assert choose_threads(4, 1) == 3
+    assert choose_threads(2, 6) == 1
+
+
+def test_a_q8_cache_with_flash_attention_runs(tmp_path):
+    plan = MemoryPlan(n_ctx=512, kv_type="q8_0", flash_attn=True, n_batch=64, n_threads=1)
+    model = make_model(tmp_path / "states", plan=plan, persist_states=False)
+    try:
+        assert model.info.context_length == 512
+        text, end, _ = run_turn(model, [SYSTEM, ChatMessage(role="user", content="Hi.")], max_tokens=3)
+        assert end.usage.completion_tokens >= 1 and end.usage.evaluated_tokens > 0
+    finally:
+        model.close()
+
+
+def test_doctor_prints_the_plan():
+    from models.diagnostics import model_checks
+
+    checks = {c.name: c for c in model_checks()}
+    assert checks["memory plan"].ok
+    assert "context" in checks["memory plan"].detail and "KV" in checks["memory plan"].detail
