@@ -8,6 +8,7 @@ attributes down into the widgets. An approval carries a Future that a review scr
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import threading
 import time
@@ -91,6 +92,7 @@ class EventBridge:
         self._queue: deque[QueueItem] = deque()
         self._lock = threading.Lock()
         self._deltas = 0
+        self._ping_pending = False
         self.context_used: Callable[[], int] | None = None
 
     def sink(self, event: AgentEvent) -> None:
@@ -109,6 +111,9 @@ class EventBridge:
         with self._lock:
             self._queue.extend(items)
             self._deltas += deltas
+            if self._ping_pending:
+                return  # the app has not drained yet; it will see these too
+            self._ping_pending = True
         self._post(EventsReady())
 
     def drain(self) -> tuple[list[QueueItem], int]:
@@ -117,6 +122,7 @@ class EventBridge:
             items = list(self._queue)
             self._queue.clear()
             deltas, self._deltas = self._deltas, 0
+            self._ping_pending = False
         return coalesce(items), deltas
 
 
@@ -177,6 +183,7 @@ class TurnStats:
     prefill_first_done: int = 0
     first_delta_at: float | None = None
     deltas: int = 0
+    shown_at: float = 0.0
 
 
 class RibbitApp(App[int]):
@@ -249,6 +256,9 @@ class RibbitApp(App[int]):
         status.max_steps = session.limits.max_steps
         status.sandboxed = self.workspace.runner.sandboxed
         status.mode = session.changes.policy.mode
+        # Everything loaded so far lives for the whole session: keep it out of the collector's
+        # full passes, which otherwise grow into pauses a keystroke can feel.
+        gc.freeze()
         if self.pending_task is not None:
             task, self.pending_task = self.pending_task, None
             self.start_task(task)
@@ -314,6 +324,8 @@ class RibbitApp(App[int]):
 
     async def on_run_finished(self, message: RunFinished) -> None:
         await self.drain()
+        if not self.main.is_attached or not self.is_running:
+            return
         await self.main.transcript.end_turn()
         self.busy = False
         status = self.main.status
@@ -333,13 +345,16 @@ class RibbitApp(App[int]):
 
     async def drain(self) -> None:
         items, deltas = self.bridge.drain()
+        if not self.main.is_attached or self._exit_renderables or not self.is_running:
+            return  # shutting down: the agent's last events have nowhere to go
         if deltas:
             now = time.monotonic()
             if self.turn.first_delta_at is None:
                 self.turn.first_delta_at = now
             self.turn.deltas += deltas
             elapsed = now - self.turn.first_delta_at
-            if elapsed > 0.5:
+            if elapsed > 0.5 and now - self.turn.shown_at > 0.5:  # repaint the figure twice a second
+                self.turn.shown_at = now
                 self.main.status.tokens_per_s = self.turn.deltas / elapsed
         for item in items:
             await self.handle(item)

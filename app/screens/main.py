@@ -36,6 +36,8 @@ class MainScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.query_one(CommandHints).display = False
+        prompt = self.prompt
+        self.transcript.last_input_at = lambda: prompt.last_key_at
 
     def on_text_area_changed(self, event: TextArea.Changed) -> None:
         if isinstance(event.text_area, PromptInput):

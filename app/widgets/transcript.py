@@ -6,15 +6,19 @@ View state only; the conversation itself lives in the agent session. The app cal
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
+from rich.console import Group, RenderableType
+from rich.markdown import Markdown as RichMarkdown
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.reactive import reactive
-from textual.widgets import Collapsible, Markdown, Static
-from textual.widgets.markdown import MarkdownStream
+from textual.timer import Timer
+from textual.widgets import Collapsible, Static
 
 from models.chat import ToolCall
 
@@ -62,24 +66,82 @@ class Notice(Static):
         self.level = level
 
 
-class AssistantText(Markdown):
-    """Markdown that grows as deltas arrive; MarkdownStream batches appends it cannot keep up with."""
+def split_blocks(text: str) -> tuple[list[str], str]:
+    """(finished Markdown blocks, the still-open tail): blocks end at blank lines outside code fences."""
+    blocks: list[str] = []
+    current: list[str] = []
+    in_fence = False
+    lines = text.split("\n")
+    tail_line = lines.pop()  # the last line may still be growing
+    for line in lines:
+        if line.lstrip().startswith(("```", "~~~")):
+            in_fence = not in_fence
+        if not line.strip() and not in_fence:
+            if current:
+                blocks.append("\n".join(current))
+                current = []
+            continue
+        current.append(line)
+    current.append(tail_line)
+    return blocks, "\n".join(current)
+
+
+def render_block(block: str) -> RenderableType:
+    """One Markdown block as a Rich renderable; headings stay left-aligned, like a terminal reader."""
+    stripped = block.lstrip()
+    if stripped.startswith("#") and "\n" not in stripped:
+        level = len(stripped) - len(stripped.lstrip("#"))
+        title = stripped.lstrip("#").strip()
+        return Text(title, style="bold underline" if level <= 2 else "bold")
+    return RichMarkdown(block, code_theme="ansi_dark", inline_code_theme="ansi_dark", hyperlinks=False)
+
+
+class MarkdownBlock(Static):
+    pass
+
+
+class AssistantText(Vertical):
+    """Assistant Markdown that grows as deltas arrive.
+
+    Finished blocks (paragraphs, lists, fences) are frozen and never parsed again; only the open
+    tail re-renders. Frozen blocks are grouped BLOCKS_PER_CHUNK to a widget, so a long answer
+    stays a handful of widgets and each layout pass stays cheap while the model streams.
+    """
+
+    BLOCKS_PER_CHUNK = 1
 
     def __init__(self) -> None:
-        super().__init__("", classes="assistant")
-        self._stream: MarkdownStream | None = None
+        super().__init__(classes="assistant")
         self.text_so_far = ""
+        self._frozen = 0  # characters of text_so_far already frozen into blocks
+        self._chunk: MarkdownBlock | None = None
+        self._chunk_blocks: list[RenderableType] = []
+        self._tail = MarkdownBlock("", classes="md-tail")
+
+    def compose(self) -> ComposeResult:
+        yield self._tail
 
     async def add(self, text: str) -> None:
         self.text_so_far += text
-        if self._stream is None:
-            self._stream = Markdown.get_stream(self)
-        await self._stream.write(text)
+        blocks, tail = split_blocks(self.text_so_far[self._frozen :])
+        if blocks:
+            await self._freeze([render_block(b) for b in blocks])
+            self._frozen = len(self.text_so_far) - len(tail)  # the open tail starts here
+        self._tail.update(render_block(tail) if tail.strip() else "")
+
+    async def _freeze(self, rendered: list[RenderableType]) -> None:
+        for block in rendered:
+            if self._chunk is None or len(self._chunk_blocks) >= self.BLOCKS_PER_CHUNK:
+                self._chunk, self._chunk_blocks = MarkdownBlock(""), []
+                await self.mount(self._chunk, before=self._tail)
+            if self._chunk_blocks:
+                self._chunk_blocks.append(Text(""))  # a blank line between blocks
+            self._chunk_blocks.append(block)
+        if self._chunk is not None:
+            self._chunk.update(Group(*self._chunk_blocks))
 
     async def finish(self) -> None:
-        if self._stream is not None:
-            await self._stream.stop()
-            self._stream = None
+        pass
 
 
 class ReasoningBlock(Collapsible):
@@ -154,27 +216,70 @@ class ToolCard(Vertical, can_focus=True):
 
 
 class Transcript(VerticalScroll):
-    """Keeps itself scrolled to the bottom while output arrives, unless the user scrolls up."""
+    """Keeps itself scrolled to the bottom while output arrives, unless the user scrolls up.
+
+    Streamed text is buffered and written at most every STREAM_FLUSH_S: one small repaint per
+    interval instead of one per token, so the event loop stays free for keystrokes.
+    """
+
+    STREAM_FLUSH_S = 0.15
+    # Input first: while the user is typing (a key in the last TYPING_QUIET_S), streamed text is
+    # held back, up to STREAM_MAX_HOLD_S, because a transcript repaint (it scrolls, so the whole
+    # view is redrawn) costs tens of milliseconds and a keystroke would wait behind it.
+    TYPING_QUIET_S = 0.3
+    STREAM_MAX_HOLD_S = 5.0
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._text: AssistantText | None = None
         self._reasoning: ReasoningBlock | None = None
+        self._pending: list[tuple[str, str]] = []  # ("text" | "reasoning", delta), in order
+        self._flush_timer: Timer | None = None
+        self._pending_since = 0.0
+        self.last_input_at: Callable[[], float] = lambda: 0.0
         self.cards: dict[str, ToolCard] = {}
 
     def on_mount(self) -> None:
         self.anchor()
 
-    # -- entries --------------------------------------------------------------------------------
-
-    async def add_user(self, text: str) -> None:
-        await self.end_turn()
-        await self.mount(UserMessage(text))
-
-    async def add_notice(self, text: str, level: str = "info") -> None:
-        await self.mount(Notice(text, level))
+    # -- streaming ------------------------------------------------------------------------------
 
     async def stream_text(self, text: str) -> None:
+        self._queue("text", text)
+
+    async def stream_reasoning(self, text: str) -> None:
+        self._queue("reasoning", text)
+
+    def _queue(self, kind: str, text: str) -> None:
+        if self._pending and self._pending[-1][0] == kind:
+            self._pending[-1] = (kind, self._pending[-1][1] + text)
+        else:
+            self._pending.append((kind, text))
+        if self._flush_timer is None:
+            self._pending_since = time.monotonic()
+            self._flush_timer = self.set_timer(self.STREAM_FLUSH_S, self._flush_when_quiet)
+
+    async def _flush_when_quiet(self) -> None:
+        now = time.monotonic()
+        typing = now - self.last_input_at() < self.TYPING_QUIET_S
+        if typing and now - self._pending_since < self.STREAM_MAX_HOLD_S:
+            self._flush_timer = self.set_timer(self.STREAM_FLUSH_S / 2, self._flush_when_quiet)
+            return
+        await self.flush()
+
+    async def flush(self) -> None:
+        """Write buffered deltas now (before anything else is added, and on the timer)."""
+        if self._flush_timer is not None:
+            self._flush_timer.stop()
+            self._flush_timer = None
+        pending, self._pending = self._pending, []
+        for kind, text in pending:
+            if kind == "text":
+                await self._write_text(text)
+            else:
+                await self._write_reasoning(text)
+
+    async def _write_text(self, text: str) -> None:
         if self._text is None:
             if not text.strip():
                 return  # don't open an empty bubble for leading whitespace
@@ -183,7 +288,7 @@ class Transcript(VerticalScroll):
             text = text.lstrip("\n")
         await self._text.add(text)
 
-    async def stream_reasoning(self, text: str) -> None:
+    async def _write_reasoning(self, text: str) -> None:
         if self._reasoning is None:
             if not text.strip():
                 return
@@ -191,8 +296,19 @@ class Transcript(VerticalScroll):
             await self.mount(self._reasoning)
         self._reasoning.add(text)
 
+    # -- entries --------------------------------------------------------------------------------
+
+    async def add_user(self, text: str) -> None:
+        await self.end_turn()
+        await self.mount(UserMessage(text))
+
+    async def add_notice(self, text: str, level: str = "info") -> None:
+        await self.flush()
+        await self.mount(Notice(text, level))
+
     async def end_turn(self) -> None:
         """The assistant turn is over: freeze its text, fold its reasoning."""
+        await self.flush()
         if self._text is not None:
             await self._text.finish()
             self._text = None
