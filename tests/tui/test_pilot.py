@@ -263,3 +263,18 @@ async def test_tool_card_folds_long_results(tui_app, repo: Path) -> None:
         await pilot.pause()
         assert "row 29" in str(good.body.render())
         assert bad.is_error and bad.has_class("error")
+
+
+async def test_escape_stops_a_running_tool(tui_app) -> None:
+    app = tui_app(xml_call("Bash", command="sleep 30"), "Never reached.", mode="full-auto", no_sandbox=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, "wait a long time")
+        await wait_for(pilot, lambda: app.main.transcript.cards, what="the Bash card")
+        await pilot.pause(0.3)
+        await pilot.press("escape")
+        await idle(pilot)
+        card = next(iter(app.main.transcript.cards.values()))
+        assert "Command stopped by the user" in (card.output or "")
+        assert any("stopped by the user" in n for n in notices(app, "warning"))
+        assert not app.busy
