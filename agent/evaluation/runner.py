@@ -294,6 +294,27 @@ class EvalRun:
             if not config.keep_worktrees:
                 remove_worktree(cache, eval_root)
 
+    def score_patch(self, task: EvalTask, model: str, patch: str) -> JobResult | None:
+        """Phase 2 alone: a given patch on a clean worktree with the hidden tests (None if stopped)."""
+        started = time.monotonic()
+        cache, base = prepare_cache(task, self.config.out / "repos")
+        work = self.config.out / "work" / model_key(model) / task.id
+
+        def finish(outcome: Outcome, message: str, **extra: object) -> JobResult:
+            return JobResult(
+                task_id=task.id, model=model, outcome=outcome, message=message, patch=patch,  # type: ignore[arg-type]
+                task_hash=task_hash(task, self.config.limits), wall_s=round(time.monotonic() - started, 2), **extra,
+            )
+
+        if not patch.strip():
+            return finish("no_patch", "the patch is empty")
+        root = add_worktree(cache, work / "eval", base)
+        try:
+            return self._run_tests(task, base, root, patch, work, finish)
+        finally:
+            if not self.config.keep_worktrees:
+                remove_worktree(cache, root)
+
     def _run_agent(
         self, task: EvalTask, model_spec: str, root: Path, report: Callable[..., None]
     ) -> AgentRun | None:
@@ -352,7 +373,7 @@ class EvalRun:
 
     def _run_tests(
         self, task: EvalTask, base: str, root: Path, patch: str, work: Path, finish: Callable[..., JobResult]
-    ) -> JobResult:
+    ) -> JobResult | None:
         started = time.monotonic()
         why = apply_patch(root, patch)
         if why is not None:
@@ -378,9 +399,11 @@ class EvalRun:
         )
         commands: list[CommandOutcome] = []
         logs: list[str] = []
-        cancel = threading.Event()
         for command in task.test_commands:
-            result = runner.run(prefix + command, root, self.config.test_timeout_s, cancel)
+            # Stopping the run stops the tests too; the job then saves nothing.
+            result = runner.run(prefix + command, root, self.config.test_timeout_s, self.stopping)
+            if result.cancelled:
+                return None
             commands.append(CommandOutcome(command=command, exit_code=result.exit_code, timed_out=result.timed_out))
             logs.append(f"$ {command}\n{result.output[-TEST_OUTPUT_LIMIT:]}\n(exit {result.exit_code})\n")
         try:

@@ -151,3 +151,17 @@ def test_swebench_instance_from_a_local_repository(tmp_path: Path) -> None:
     seen = result.patch.split("commits.txt")[-1]
     assert "+base\n" in seen
     assert "the fix" not in seen
+
+
+def test_patch_that_does_not_apply(tmp_path: Path, task_set: Path) -> None:
+    (task, _) = load_tasks(task_set)
+    run = EvalRun([task], ["m"], EvalConfig(out=tmp_path / "out"))
+    stale = (
+        "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,5 +1,5 @@\n def add(a, b):\n"
+        "-    return a * a\n+    return a + b\n \n \n def mul(a, b):\n"
+    )
+    result = run.score_patch(task, "m", stale)
+    assert result.outcome == "patch_does_not_apply"
+    assert "calc.py" in result.message
+    good = stale.replace("a * a", "a - b")
+    assert run.score_patch(task, "m", good).outcome == "resolved"
