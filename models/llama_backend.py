@@ -34,7 +34,9 @@ from models.chat import ChatMessage, ToolSpec
 from models.chat_template import ChatTemplate
 from models.grammar import ToolCallGrammar, tool_call_grammar
 from models.memory import MemoryPlan, available_memory, plan_memory
-from models.state_cache import DiskStateCache, Snapshot, SnapshotStore, capture_state, model_identity, restore_state
+from models.state_cache import (
+    DiskStateCache, Snapshot, SnapshotStore, capture_state, model_identity, restore_state, state_size,
+)
 
 GGUF_MAGIC = b"GGUF"
 # The assistant turn the backend generated itself: its tokens are already in the stream.
@@ -369,12 +371,14 @@ class LlamaCppModel:
 
     def _snapshot_prefix(self, kind: str) -> None:
         tokens = self.stream_tokens()
-        if self.snapshots.prefix(kind, tokens) is None:
+        if self.snapshots.prefix(kind, tokens) is None and state_size(self.llm) <= self.snapshots.budget:
             self.snapshots.add(Snapshot(tokens=tokens, data=capture_state(self.llm), kind=kind))
         if self.disk is not None and not self.disk.has(tokens):
             self.disk.save(self.llm, tokens)
 
     def _snapshot_turn(self) -> None:
+        if state_size(self.llm) > self.snapshots.budget:
+            return  # a long conversation: copying it would cost more memory than it may save time
         tokens = self.stream_tokens()
         self.snapshots.add(
             Snapshot(tokens=tokens, data=capture_state(self.llm), consumed=list(self._consumed), pending=list(self._pending))

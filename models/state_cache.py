@@ -28,6 +28,13 @@ DISK_KEEP = 8  # state files kept per cache folder (newest by use)
 STATE_SUFFIX = ".state"
 
 
+def state_size(llm: Any) -> int:
+    """Bytes a capture of the context would take now (before allocating it)."""
+    import llama_cpp
+
+    return int(llama_cpp.llama_state_get_size(llm.ctx))
+
+
 def capture_state(llm: Any) -> bytes:
     """The whole context state (KV cache, recurrent state, logits) as bytes."""
     import llama_cpp

@@ -114,3 +114,25 @@ def test_a_different_system_prompt_misses_the_disk_cache(state_dir):
         assert second.stats.disk_loads == 0 and end.usage.cached_tokens == 0
     finally:
         second.close()
+
+
+def test_preload_evaluates_the_system_prompt_ahead_of_the_task(state_dir):
+    model = make_model(state_dir, persist_states=False)
+    try:
+        progress = list(model.preload(SYSTEM, []))
+        assert progress and progress[-1].done == progress[-1].total == system_length(model)
+        end = prefill_only(model, [SYSTEM, ChatMessage(role="user", content="Hi.")])
+        assert end.usage.cached_tokens == system_length(model)
+        assert model.stats.evaluated == len(model.stream_tokens())
+    finally:
+        model.close()
+
+
+def test_snapshots_over_the_budget_are_not_taken(state_dir):
+    model = make_model(state_dir, persist_states=False, snapshot_budget=1024)
+    try:
+        run_turn(model, [SYSTEM, ChatMessage(role="user", content="Hi.")], max_tokens=2)
+        assert model.snapshots.items == []
+        assert model.restore_system_snapshot() is False
+    finally:
+        model.close()
