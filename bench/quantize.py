@@ -233,7 +233,8 @@ def measure(cmd: list[str], quiet: bool = False) -> dict[str, float]:
     t.join()
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed with {proc.returncode}")
-    return {"wall_s": time.monotonic() - start, "peak_rss_gb": usage.ru_maxrss * 1024 / 1e9,
+    return {"wall_s": time.monotonic() - start, "cpu_s": usage.ru_utime + usage.ru_stime,
+            "peak_rss_gb": usage.ru_maxrss * 1024 / 1e9,
             "peak_anon_gb": peak_anon * 1024 / 1e9}
 
 
@@ -265,13 +266,14 @@ def main(argv: list[str] | None = None) -> int:
     os.sync()
 
     conv = measure([sys.executable, "-m", "quantize.cli", str(ckpt), "-o", str(mid), "--type", "BF16"])
-    print(f"convert  -> BF16 GGUF: {conv['wall_s']:.0f} s, peak RSS {conv['peak_rss_gb']:.2f} GB "
+    print(f"convert  -> BF16 GGUF: {conv['wall_s']:.0f} s ({conv['cpu_s']:.0f} s CPU), peak RSS {conv['peak_rss_gb']:.2f} GB "
           f"(anonymous {conv['peak_anon_gb']:.2f} GB), {mid.stat().st_size / 1e9:.2f} GB", flush=True)
     quant = measure([sys.executable, "-m", "quantize._quantize_worker", str(mid), str(final),
                      str(FTYPES[args.type])], quiet=True)
-    print(f"quantize -> {args.type}: {quant['wall_s']:.0f} s, peak RSS {quant['peak_rss_gb']:.2f} GB "
+    print(f"quantize -> {args.type}: {quant['wall_s']:.0f} s ({quant['cpu_s']:.0f} s CPU), peak RSS {quant['peak_rss_gb']:.2f} GB "
           f"(anonymous {quant['peak_anon_gb']:.2f} GB), {final.stat().st_size / 1e9:.2f} GB -> {final}", flush=True)
-    print(f"total convert + quantize: {conv['wall_s'] + quant['wall_s']:.0f} s", flush=True)
+    print(f"total convert + quantize: {conv['wall_s'] + quant['wall_s']:.0f} s; load average at the end "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (the machine is shared)", flush=True)
     mid.unlink(missing_ok=True)
     if not args.keep_checkpoint:
         shutil.rmtree(ckpt)

@@ -7,7 +7,8 @@ config.json is refused up front, naming the tensor and its file.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -152,8 +153,9 @@ def _mlp_jobs(j: list[TensorJob], name: _Namer, p: str, t: TextConfig) -> None:
 
 
 def _attention_jobs(
-    j: list[TensorJob], name: _Namer, p: str, t: TextConfig, *, gated_q: bool, qk_norm: Transform | None | bool,
-    q_fix: Transform | None = None, k_fix: Transform | None = None, hf: str | None = None,
+    j: list[TensorJob], name: _Namer, p: str, t: TextConfig, *, gated_q: bool, qk_norm: bool,
+    norm_fix: Transform | None = None, q_fix: Transform | None = None, k_fix: Transform | None = None,
+    hf: str | None = None,
 ) -> None:
     """Full attention. ``p`` is the checkpoint prefix, ``hf`` the flat prefix used for naming."""
     hf = hf or p
@@ -163,10 +165,9 @@ def _attention_jobs(
     j.append(TensorJob(f"{p}self_attn.k_proj.weight", name(f"{hf}self_attn.k_proj.weight"), (nkv * hd, h), transform=k_fix))
     j.append(TensorJob(f"{p}self_attn.v_proj.weight", name(f"{hf}self_attn.v_proj.weight"), (nkv * hd, h)))
     j.append(TensorJob(f"{p}self_attn.o_proj.weight", name(f"{hf}self_attn.o_proj.weight"), (h, nh * hd)))
-    if qk_norm is not False:
-        fix = qk_norm if callable(qk_norm) else None
+    if qk_norm:
         for n in ("q_norm", "k_norm"):
-            j.append(TensorJob(f"{p}self_attn.{n}.weight", name(f"{hf}self_attn.{n}.weight"), (hd,), True, fix))
+            j.append(TensorJob(f"{p}self_attn.{n}.weight", name(f"{hf}self_attn.{n}.weight"), (hd,), True, norm_fix))
 
 
 def _dense_plan(cfg: CheckpointConfig, entries: dict[str, TensorEntry]) -> Plan:
@@ -267,7 +268,7 @@ def _qwen35_plan(cfg: CheckpointConfig, entries: dict[str, TensorEntry], keep_mt
                 TensorJob(f"{a}out_proj.weight", name(f"{a}out_proj.weight"), (h, nv * dv), transform=out_fix),
             ]
         else:
-            _attention_jobs(j, name, p, t, gated_q=True, qk_norm=add_one)
+            _attention_jobs(j, name, p, t, gated_q=True, qk_norm=True, norm_fix=add_one)
         _mlp_jobs(j, name, p, t)
 
     for m in range(n_mtp):
@@ -275,7 +276,7 @@ def _qwen35_plan(cfg: CheckpointConfig, entries: dict[str, TensorEntry], keep_mt
         p, hf = f"mtp.layers.{m}.", f"model.layers.{bid}."
         j.append(TensorJob(f"{p}input_layernorm.weight", name(f"{hf}input_layernorm.weight"), (h,), True, add_one))
         j.append(TensorJob(f"{p}post_attention_layernorm.weight", name(f"{hf}post_attention_layernorm.weight"), (h,), True, add_one))
-        _attention_jobs(j, name, p, t, gated_q=True, qk_norm=add_one, hf=hf)
+        _attention_jobs(j, name, p, t, gated_q=True, qk_norm=True, norm_fix=add_one, hf=hf)
         for proj, shape in (("gate_proj", (t.intermediate_size, h)), ("up_proj", (t.intermediate_size, h)),
                             ("down_proj", (h, t.intermediate_size))):
             j.append(TensorJob(f"{p}mlp.{proj}.weight", name(f"{hf}mlp.{proj}.weight"), shape))
@@ -339,13 +340,9 @@ def build_plan(cfg: CheckpointConfig, entries: dict[str, TensorEntry], keep_mtp:
     _check(plan, named, cfg)
     plan.skipped += vision
     # the plan refers to the names as stored in the files
-    back = {normalise_name(raw): raw for raw in entries if normalise_name(raw) is not None}
-    plan.jobs = [TensorJob(back[job.src], *_rest(job)) for job in plan.jobs]
+    stored = {normalise_name(raw): raw for raw in entries}
+    plan.jobs = [dataclasses.replace(job, src=stored[job.src]) for job in plan.jobs]
     return plan
-
-
-def _rest(job: TensorJob) -> tuple:
-    return (job.dst, job.shape, job.f32, job.transform, job.out_shape)
 
 
 def _check(plan: Plan, named: dict[str, TensorEntry], cfg: CheckpointConfig) -> None:
@@ -376,6 +373,3 @@ def _ignorable(name: str, cfg: CheckpointConfig) -> bool:
     # rotary caches some exporters save, and a duplicate lm_head of tied checkpoints
     return name.endswith("rotary_emb.inv_freq") or (name == "lm_head.weight" and cfg.tie_word_embeddings)
 
-
-def iter_dst_names(plan: Plan) -> Iterable[str]:
-    return (job.dst for job in plan.jobs)

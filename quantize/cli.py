@@ -14,7 +14,7 @@ from types import FrameType
 from quantize.convert import convert_checkpoint
 from quantize.errors import QuantizeError
 from quantize.progress import end_line
-from quantize.quantizer import QUANT_TYPES, estimated_size, quantize_gguf
+from quantize.quantizer import QUANT_TYPES, bytes_per_param, quantize_gguf
 
 PROG = "ribbit quantize"
 
@@ -82,7 +82,8 @@ def run(args: argparse.Namespace) -> None:
         res = convert_checkpoint(src, out, keep_mtp=not args.no_mtp, progress=True)
     else:
         mid = intermediate_path(out)
-        res = convert_checkpoint(src, mid, keep_mtp=not args.no_mtp, progress=True)
+        res = convert_checkpoint(src, mid, keep_mtp=not args.no_mtp, progress=True,
+                                 later_bytes_per_param=bytes_per_param(qtype))
         try:
             _say(f"converted {res.n_params / 1e9:.2f} B parameters to {mid.name}; quantising to {qtype}")
             quantize_gguf(mid, out, qtype, imatrix=args.imatrix, n_params=res.n_params, progress=True)

@@ -22,7 +22,7 @@ from quantize.config import CheckpointConfig, load_config
 from quantize.errors import QuantizeError
 from quantize.progress import ProgressBar
 from quantize.safetensors_source import Checkpoint, TensorEntry
-from quantize.tokenizer import read_tokenizer
+from quantize.tokenizer import TokenizerSpec, read_tokenizer
 
 WeightDtype = Literal["bf16", "f16", "f32"]
 _CHUNK_BYTES = 64 * 1024 * 1024  # conversion granularity for big tensors
@@ -110,10 +110,13 @@ def convert_checkpoint(
     weight_dtype: WeightDtype = "bf16",
     keep_mtp: bool = True,
     progress: bool = False,
+    later_bytes_per_param: float = 0.0,
 ) -> ConvertResult:
     """Convert an HF checkpoint directory to an unquantised GGUF at ``out``.
 
-    Raises QuantizeError (one line, naming the file) for every input problem.
+    ``later_bytes_per_param`` reserves disk for what the caller writes next (the quantised file),
+    so a run that cannot finish is refused before it starts. Raises QuantizeError (one line,
+    naming the file) for every input problem.
     """
     src, out = Path(src), Path(out)
     if not src.is_dir():
@@ -125,7 +128,9 @@ def convert_checkpoint(
         tok = read_tokenizer(src, cfg.text.vocab_size, cfg.text.eos_token_id)
         total = sum(_job_nbytes(j, weight_dtype) for j in plan.jobs)
         out.parent.mkdir(parents=True, exist_ok=True)
-        check_free_disk(out.parent, total + len(tok.tokens) * 16, "the GGUF")
+        n_params = sum(int(np.prod(j.final_shape, dtype=np.int64)) for j in plan.jobs)
+        needed = total + len(tok.tokens) * 16 + int(n_params * later_bytes_per_param)
+        check_free_disk(out.parent, needed, "the GGUF" + (" and its quantised copy" if later_bytes_per_param else ""))
         tmp = partial_path(out)
         try:
             _write(tmp, out, cfg, plan, ckpt, tok, weight_dtype, total, progress)
@@ -135,12 +140,11 @@ def convert_checkpoint(
             raise
     finally:
         ckpt.close()
-    n_params = sum(int(np.prod(j.final_shape, dtype=np.int64)) for j in plan.jobs)
     return ConvertResult(out, cfg.arch.value, len(plan.jobs), n_params, out.stat().st_size, plan.n_mtp, len(plan.skipped))
 
 
 def _write(
-    tmp: Path, out: Path, cfg: CheckpointConfig, plan: Plan, ckpt: Checkpoint, tok, weight_dtype: WeightDtype,
+    tmp: Path, out: Path, cfg: CheckpointConfig, plan: Plan, ckpt: Checkpoint, tok: TokenizerSpec, weight_dtype: WeightDtype,
     total: int, progress: bool,
 ) -> None:
     w = GGUFWriter(tmp, cfg.arch.value)

@@ -18,8 +18,12 @@ QUANT_TYPES: tuple[str, ...] = (*FTYPES, "BF16")
 _BITS_PER_WEIGHT = {"Q4_K_M": 4.9, "Q5_K_M": 5.7, "Q6_K": 6.6, "Q8_0": 8.5}
 
 
+def bytes_per_param(qtype: str) -> float:
+    return _BITS_PER_WEIGHT.get(qtype, 16.0) / 8
+
+
 def estimated_size(n_params: int, qtype: str) -> int:
-    return int(n_params * _BITS_PER_WEIGHT[qtype] / 8)
+    return int(n_params * bytes_per_param(qtype))
 
 
 def quantize_gguf(

@@ -18,7 +18,7 @@ import numpy as np
 
 from quantize.errors import QuantizeError
 
-# safetensors dtype -> (numpy dtype holding the raw bits, element size)
+# safetensors dtype -> numpy dtype holding its raw bits (BF16 stays uint16 bit patterns)
 _RAW_DTYPES: dict[str, np.dtype] = {
     "BF16": np.dtype("<u2"),
     "F16": np.dtype("<f2"),

@@ -155,3 +155,19 @@ def test_missing_imatrix(ckpt: Path, tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_usage_error_exit_code_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert quantize_main(["x", "--type", "Q3_K"]) == 2
     assert capsys.readouterr().err.startswith(PREFIX)
+
+
+def test_disk_check_reserves_room_for_the_quantised_file(
+    ckpt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import quantize.convert as convert
+
+    # room for the tiny BF16 GGUF (~0.3 MB over the 256 MiB margin) but not also for its Q8_0 copy
+    free = 256 * 1024 * 1024 + 420_000
+    monkeypatch.setattr(convert.shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**12, 10**12 - free, free))
+    out = tmp_path / "ok"
+    out.mkdir()
+    assert quantize_main([str(ckpt), "-o", str(out / "m.gguf"), "--type", "BF16"]) == 0
+    capsys.readouterr()
+    line = run_failing([str(ckpt)], capsys, tmp_path / "out")
+    assert "not enough free disk for the GGUF and its quantised copy" in line
