@@ -9,11 +9,27 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 # Temp files are named `.NAME.XXXX.ribbit-tmp`; the journal never snapshots them and sweeps
 # leftovers (a kill -9 between mkstemp and rename) at session start.
 TEMP_SUFFIX = ".ribbit-tmp"
+
+
+# Called with (path, data) just before a write lands, so the watcher can tell ribbit's own writes
+# from outside edits without racing the rename (the folder fsync after it can take a while).
+WriteListener = Callable[[Path, "bytes | None"], None]  # None: the file is being removed
+_listeners: list[WriteListener] = []
+
+
+def add_write_listener(listener: WriteListener) -> None:
+    _listeners.append(listener)
+
+
+def remove_write_listener(listener: WriteListener) -> None:
+    if listener in _listeners:
+        _listeners.remove(listener)
 
 
 class ApplyError(OSError):
@@ -61,6 +77,8 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None, *, allow_bina
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
+        for listener in list(_listeners):
+            listener(path, data)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -68,6 +86,16 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None, *, allow_bina
         except FileNotFoundError:
             pass
         raise
+    fsync_dir(path.parent)
+
+
+def remove_file(path: Path) -> None:
+    """Delete a file ribbit itself takes away (undo of a created file, an approved deletion)."""
+    if ".git" in path.parts:
+        raise ApplyError(f"refusing to remove {path}: it is inside .git/")
+    for listener in list(_listeners):
+        listener(path, None)
+    path.unlink()
     fsync_dir(path.parent)
 
 

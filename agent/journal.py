@@ -30,7 +30,7 @@ from pathlib import Path
 import git
 from pydantic import BaseModel
 
-from agent.apply import TEMP_SUFFIX, atomic_symlink, atomic_write
+from agent.apply import TEMP_SUFFIX, atomic_symlink, atomic_write, remove_file
 
 RIBBIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "ribbit", "GIT_AUTHOR_EMAIL": "ribbit@localhost",
@@ -336,7 +336,7 @@ class Journal:
             try:
                 if entry is None:
                     if full.is_symlink() or full.exists():
-                        full.unlink()
+                        remove_file(full)
                         self._prune_empty_dirs(full.parent)
                     deleted.append(self._display(rel))
                     continue

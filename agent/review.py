@@ -22,7 +22,7 @@ from typing import IO, Literal
 
 from pydantic import BaseModel
 
-from agent.apply import atomic_write, fsync_dir, is_binary
+from agent.apply import atomic_write, is_binary, remove_file
 from agent.approvals import Approver, PatchHunkApprovalRequest, RejectAll
 from agent.diffs import Hunk, apply_hunks, make_hunks
 from agent.events import EventSink, NoticeEvent, StopReason, SummaryEvent
@@ -180,8 +180,7 @@ class ReviewSession:
             whole = len(chosen) == review_file.item_count
             try:
                 if review_file.status == "deleted" and whole:
-                    live_path.unlink()
-                    fsync_dir(live_path.parent)
+                    remove_file(live_path)
                 elif review_file.binary or not review_file.hunks:
                     data = (work_root / rel).read_bytes()
                     atomic_write(live_path, data, _mode_for(live_path, review_file.executable), allow_binary=True)

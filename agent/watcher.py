@@ -28,7 +28,7 @@ from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserverVFS
 
-from agent.apply import TEMP_SUFFIX
+from agent.apply import TEMP_SUFFIX, add_write_listener, remove_write_listener
 from agent.sandbox import CommandResult, CommandRunner
 
 DEBOUNCE_S = 0.15  # a burst (editor save, git checkout) is reported once it has been quiet this long
@@ -146,11 +146,13 @@ class RepoWatcher:
                 f"watching {self.root} by polling every {POLL_INTERVAL_S:g} s, because {reason}; "
                 "outside changes are noticed more slowly"
             )
+        add_write_listener(self._expect_write)
         self._thread = threading.Thread(target=self._flush_loop, name="ribbit-watcher", daemon=True)
         self._thread.start()
         return self.message
 
     def stop(self) -> None:
+        remove_write_listener(self._expect_write)
         with self._lock:
             self._stopping = True
             self._lock.notify_all()
@@ -171,6 +173,13 @@ class RepoWatcher:
         with self._lock:
             self._written[rel] = sha
             self._agent.add(rel)
+
+    def _expect_write(self, path: Path, data: bytes | None) -> None:
+        """Before any ribbit write or removal lands (apply, undo, review): remember what it will leave."""
+        rel = self._rel(str(path.parent.resolve() / path.name))
+        if rel is not None:
+            with self._lock:
+                self._written[rel] = None if data is None else hashlib.sha256(data).hexdigest()
 
     @contextmanager
     def agent_running(self) -> Iterator[None]:

@@ -146,7 +146,8 @@ def open_workspace(
     session.after_step = after_step
     for line in notices:
         # Only what the user must know about goes to the live stream; the rest is in `notices`.
-        if line.startswith("NO SANDBOX") or "polling" in line or line.startswith("removed temp"):
+        # (--no-sandbox was the user's own choice: the status bar says it, no warning needed.)
+        if (line.startswith("NO SANDBOX") and not no_sandbox) or "polling" in line or line.startswith("removed temp"):
             sink(NoticeEvent(level="warning", text=line))
     return Workspace(
         session=session, journal=journal, runner=runner, watcher=watcher, sandbox_status=sandbox_status,

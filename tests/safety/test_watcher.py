@@ -97,3 +97,27 @@ def test_tree_too_big_for_inotify_falls_back_to_polling(repo: Path, monkeypatch)
     message = watcher.start()
     watcher.stop()
     assert watcher.method == "polling" and "inotify allows 10 watches" in message
+
+
+def test_ribbits_own_writes_and_removals_are_never_outside_changes(repo: Path) -> None:
+    """Recognised before the rename lands, so a slow fsync cannot make the agent's write look foreign."""
+    from agent.apply import atomic_write, remove_file
+
+    seen: list[ExternalChange] = []
+    got = threading.Event()
+
+    def on_change(change: ExternalChange) -> None:
+        seen.append(change)
+        got.set()
+
+    watcher = RepoWatcher(repo, on_change)
+    watcher.start()
+    try:
+        atomic_write(repo / "calc.py", b"def add(a, b):\n    return a + b\n")  # no on_applied call at all
+        remove_file(repo / "test_calc.py")
+        (repo / "user.txt").write_text("from outside\n")
+        assert got.wait(10)
+        assert watcher.wait_idle()
+    finally:
+        watcher.stop()
+    assert [c.paths for c in seen] == [["user.txt"]]
