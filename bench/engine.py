@@ -175,18 +175,22 @@ def decode_speed(path: Path, work: Path, tokens: int, rounds: int) -> dict:
 
 
 def second_launch(path: Path, work: Path) -> dict:
-    """Load + time to first token, first launch (evaluates and saves the system prompt) vs second (loads it)."""
+    """Load + time to first token: first launch (evaluates and saves the system prompt), second launch
+    (loads it from disk), and a launch in another repository (other system prompt: only the template's
+    tool definitions, saved separately, can be reused)."""
     states = work / "launch-states"
+    other = work / "another-repo"
+    other.mkdir(exist_ok=True)
     times = []
-    for _ in range(2):
+    for root in (work, work, other):
         started = time.perf_counter()
         model = load(path, states)
         try:
-            _, end, _ = turn(model, session_messages(model, work), max_tokens=1)
+            _, end, _ = turn(model, session_messages(model, root), max_tokens=1)
             times.append((time.perf_counter() - started, end.usage.cached_tokens, end.usage.evaluated_tokens))
         finally:
             model.close()
-    return {"first": times[0], "second": times[1]}
+    return {"first": times[0], "second": times[1], "other": times[2]}
 
 
 def malformed(path: Path, work: Path, sessions: int, max_tokens: int) -> dict:
@@ -244,9 +248,10 @@ def report(name: str, path: Path, args: argparse.Namespace) -> None:
         print(f"3. time to first token after a tool result: {s['ttft_cached']:.2f} s cached vs "
               f"{s['ttft_cold']:.2f} s with no cache ({s['cold_prompt']}-token prompt)")
         launch = second_launch(path, work)
-        (t1, c1, e1), (t2, c2, e2) = launch["first"], launch["second"]
+        (t1, c1, e1), (t2, c2, e2), (t3, c3, e3) = launch["first"], launch["second"], launch["other"]
         print(f"4. launch to first token: first {t1:.2f} s (evaluated {e1}) vs second {t2:.2f} s "
-              f"(system prompt from disk: {c2} cached, {e2} evaluated)")
+              f"(system prompt from disk: {c2} cached, {e2} evaluated); in another repo {t3:.2f} s "
+              f"({c3} cached, {e3} evaluated)")
         m = malformed(path, work, args.sessions, args.call_tokens)
         (off_bad, off_cut, _), (on_bad, on_cut, on_triggers) = m["off"], m["on"]
         print(f"5. malformed tool calls over {args.sessions} sampled sessions: grammar off {off_bad}/{args.sessions} "
