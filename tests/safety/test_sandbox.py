@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import sys
 import subprocess
 import tempfile
 import threading
@@ -163,3 +164,43 @@ def test_without_a_sandbox_full_auto_refuses_and_ask_mode_asks_for_every_command
     assert [r.kind for r in approver.requests] == ["bash"] and approver.requests[0].sandboxed is False  # type: ignore[attr-defined]
     forced, _ = start(repo, replay, mode="full-auto", watch=False, no_sandbox=True)
     assert "NO SANDBOX" in forced.sandbox_status and not forced.runner.sandboxed
+
+
+DRIVER = """
+import sys, threading
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from agent.sandbox import BwrapRunner
+print("start", flush=True)
+BwrapRunner(Path(sys.argv[2])).run("sleep " + sys.argv[3], Path(sys.argv[2]), 600, threading.Event())
+"""
+
+
+def test_sandboxed_command_dies_with_ribbit(repo: Path) -> None:
+    marker = f"{71 + os.getpid() % 1000}.75"
+    root = Path(__file__).resolve().parents[2]
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(root), str(repo), marker], stdout=subprocess.PIPE, text=True,
+    )
+    assert driver.stdout is not None and driver.stdout.readline().strip() == "start"
+    for _ in range(200):  # wait until the sandboxed sleep is running
+        if subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True).stdout.strip():
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the sandboxed command never started")
+    driver.kill()  # kill -9: no atexit, no cleanup code runs in ribbit
+    driver.wait()
+    assert _gone(f"sleep {marker}")
+
+
+def test_doctor_says_when_there_is_no_sandbox(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent.diagnostics import agent_checks
+
+    ok_checks = {c.name: c for c in agent_checks(repo)}
+    assert ok_checks["sandbox"].ok and "bubblewrap" in ok_checks["sandbox"].detail
+    assert "refs/ribbit" in ok_checks["undo journal"].detail
+    monkeypatch.setattr("agent.sandbox.shutil.which", lambda name: None)
+    checks = {c.name: c for c in agent_checks(repo)}
+    assert not checks["sandbox"].ok
+    assert "NO SANDBOX" in checks["sandbox"].detail and "ask for approval" in checks["sandbox"].detail
