@@ -7,6 +7,7 @@ no later history — and every job works in a fresh worktree of it.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -60,13 +61,16 @@ def prepare_cache(task: EvalTask, cache_root: Path) -> tuple[Path, str]:
     cache = cache_root / f"{task.id}.git"
     with lock_for(cache):
         marker = cache / BASE_FILE
+        wanted = source_fingerprint(task)
         if marker.is_file():
-            return cache, marker.read_text().strip()
+            base, _, made_from = marker.read_text().strip().partition(" ")
+            if made_from == wanted:
+                return cache, base
         cache_root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{task.id}-", dir=cache_root))
         try:
             base = _build_cache(task, tmp)
-            (tmp / BASE_FILE).write_text(base + "\n")
+            (tmp / BASE_FILE).write_text(f"{base} {wanted}\n")
             if cache.exists():
                 shutil.rmtree(cache)
             tmp.rename(cache)
@@ -74,6 +78,21 @@ def prepare_cache(task: EvalTask, cache_root: Path) -> tuple[Path, str]:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         return cache, base
+
+
+def source_fingerprint(task: EvalTask) -> str:
+    """Changes when the task's repository or base does, so a stale cache is rebuilt."""
+    digest = hashlib.sha256(f"{task.repo.resolve()}\0{task.base_commit}".encode())
+    source = task.repo
+    if source.is_file():
+        stat = source.stat()
+        digest.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
+    elif not _is_git_repo(source):  # a plain folder: its files' names, sizes and times
+        for path in sorted(source.rglob("*")):
+            if path.is_file():
+                stat = path.stat()
+                digest.update(f"{path.relative_to(source)}:{stat.st_size}:{stat.st_mtime_ns}\0".encode())
+    return digest.hexdigest()[:16]
 
 
 def _build_cache(task: EvalTask, tmp: Path) -> str:

@@ -165,3 +165,16 @@ def test_patch_that_does_not_apply(tmp_path: Path, task_set: Path) -> None:
     assert "calc.py" in result.message
     good = stale.replace("a * a", "a - b")
     assert run.score_patch(task, "m", good).outcome == "resolved"
+
+
+def test_changed_task_repository_is_rebuilt_not_reused(tmp_path: Path, task_set: Path) -> None:
+    (task, _) = load_tasks(task_set)
+    run = EvalRun([task], ["m"], EvalConfig(out=tmp_path / "out"))
+    note = "diff --git a/NOTES b/NOTES\n--- a/NOTES\n+++ b/NOTES\n@@ -1 +1 @@\n-fixed\n+fixed upstream\n"
+    first = run.score_patch(task, "m", note)  # builds the cache; there is no NOTES file yet
+    assert first is not None and first.outcome == "patch_does_not_apply"
+    # The task's repository changes: the bug is fixed there, and NOTES appears.
+    (task.repo / "calc.py").write_text(CALC_FIXED)
+    (task.repo / "NOTES").write_text("fixed\n")
+    second = run.score_patch(task, "m", note)
+    assert second is not None and second.outcome == "resolved", second.message
