@@ -178,3 +178,24 @@ def test_changed_task_repository_is_rebuilt_not_reused(tmp_path: Path, task_set:
     (task.repo / "NOTES").write_text("fixed\n")
     second = run.score_patch(task, "m", note)
     assert second is not None and second.outcome == "resolved", second.message
+
+
+def test_task_from_a_git_bundle(tmp_path: Path, task_set: Path) -> None:
+    src = tmp_path / "src"
+    subprocess.run(["cp", "-r", str(task_set / "calc-one" / "repo"), str(src)], check=True)
+    env_git = ["git", "-C", str(src), "-c", "user.email=t@example.com", "-c", "user.name=T"]
+    subprocess.run([*env_git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*env_git, "add", "-A"], check=True)
+    subprocess.run([*env_git, "commit", "-q", "-m", "base"], check=True)
+    bundle = tmp_path / "calc.bundle"
+    subprocess.run([*env_git, "bundle", "create", "-q", str(bundle), "HEAD", "main"], check=True, capture_output=True)
+    record = json.loads((task_set / "calc-one" / "task.json").read_text())
+    record.update(id="from-bundle", repo=str(bundle), hidden_tests=str(task_set / "calc-one" / "hidden"))
+    (tmp_path / "t.jsonl").write_text(json.dumps(record) + "\n")
+    (task,) = load_tasks(tmp_path / "t.jsonl")
+    fix = (
+        "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,5 +1,5 @@\n def add(a, b):\n"
+        "-    return a - b\n+    return a + b\n \n \n def mul(a, b):\n"
+    )
+    result = EvalRun([task], ["m"], EvalConfig(out=tmp_path / "out")).score_patch(task, "m", fix)
+    assert result is not None and result.outcome == "resolved", result.message
