@@ -19,7 +19,6 @@ Backend-specific extras beyond the ChatModel protocol (see `StatefulChatModel`):
 from __future__ import annotations
 
 import codecs
-import ctypes
 import re
 import time
 from collections.abc import Iterator, Sequence
