@@ -85,6 +85,10 @@ class LocalRunner:
     def wrap(self, argv: list[str], cwd: Path) -> list[str]:
         return argv
 
+    def close(self) -> None:
+        """Remove the runner's scratch folder (the shell's cwd file)."""
+        shutil.rmtree(self._state, ignore_errors=True)
+
     def run(self, command: str, cwd: Path, timeout: float, cancel: threading.Event) -> CommandResult:
         cwd_file = self._state / "cwd"
         cwd_file.unlink(missing_ok=True)
@@ -198,6 +202,10 @@ class SandboxExecRunner(LocalRunner):
     def __init__(self, root: Path) -> None:
         super().__init__(root)
         self._tmp = Path(tempfile.mkdtemp(prefix="ribbit-tmp-"))  # the private TMPDIR
+
+    def close(self) -> None:
+        super().close()
+        shutil.rmtree(self._tmp, ignore_errors=True)
 
     def wrap(self, argv: list[str], cwd: Path) -> list[str]:
         real = lambda p: str(Path(p).resolve())  # noqa: E731 (Seatbelt matches resolved paths: /private/var/...)

@@ -329,6 +329,11 @@ class WatchedRunner:
         with self.watcher.agent_running():
             return self.inner.run(command, cwd, timeout, cancel)
 
+    def close(self) -> None:
+        close = getattr(self.inner, "close", None)
+        if callable(close):
+            close()
+
 
 def _sha_of(path: Path) -> str | None:
     try:

@@ -81,10 +81,13 @@ class Workspace:
         return self.journal.undo_last()
 
     def close(self) -> None:
-        """Stop the watcher thread; safe to call more than once."""
+        """Stop the watcher thread and drop the runner's scratch folder; safe to call more than once."""
         if self.watcher is not None:
             self.watcher.stop()
             self.watcher = None
+        close = getattr(self.runner, "close", None)
+        if callable(close):
+            close()
 
 
 def open_workspace(

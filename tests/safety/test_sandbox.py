@@ -124,7 +124,7 @@ def test_sandbox_writes_in_the_repository_and_kills_the_process_group_on_timeout
 
 
 def _gone(pattern: str) -> bool:
-    for _ in range(100):  # the kernel tears the namespace down asynchronously
+    for _ in range(300):  # the kernel tears the namespace down asynchronously
         if not subprocess.run(["pgrep", "-f", pattern], capture_output=True).stdout.strip():
             return True
         time.sleep(0.05)
@@ -183,7 +183,7 @@ def test_sandboxed_command_dies_with_ribbit(repo: Path) -> None:
         [sys.executable, "-c", DRIVER, str(root), str(repo), marker], stdout=subprocess.PIPE, text=True,
     )
     assert driver.stdout is not None and driver.stdout.readline().strip() == "start"
-    for _ in range(200):  # wait until the sandboxed sleep is running
+    for _ in range(600):  # wait until the sandboxed sleep is running
         if subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True).stdout.strip():
             break
         time.sleep(0.05)
