@@ -10,14 +10,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from rich.console import Group, RenderableType
+from rich.console import RenderableType
 from rich.markdown import Markdown as RichMarkdown
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
+from textual.geometry import Size
 from textual.reactive import reactive
+from textual.strip import Strip
 from textual.timer import Timer
+from textual.widget import Widget
 from textual.widgets import Collapsible, Static
 
 from models.chat import ToolCall
@@ -97,25 +100,57 @@ def render_block(block: str) -> RenderableType:
 
 
 class MarkdownBlock(Static):
-    pass
+    """The open tail of a streaming answer: re-rendered on every flush."""
+
+
+class FrozenBlock(Widget):
+    """A finished Markdown block, rendered to lines once per width and then served from that cache.
+
+    Rich Markdown (and Pygments inside code fences) is far too slow to redo on every frame, and
+    while the transcript scrolls under streaming text every visible block is asked for its lines.
+    """
+
+    DEFAULT_CSS = "FrozenBlock { height: auto; }"
+
+    def __init__(self, renderable: RenderableType) -> None:
+        super().__init__()
+        self.renderable = renderable
+        self._by_width: dict[int, list[Strip]] = {}
+
+    def _lines_for(self, width: int) -> list[Strip]:
+        lines = self._by_width.get(width)
+        if lines is None:
+            if width <= 0:
+                return []
+            console = self.app.console
+            options = console.options.update(width=width, min_width=width, max_width=width, height=None)
+            rendered = console.render_lines(self.renderable, options, style=self.rich_style, pad=True)
+            lines = [Strip(line, width) for line in rendered]
+            if len(self._by_width) > 3:
+                self._by_width.clear()
+            self._by_width[width] = lines
+        return lines
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self._lines_for(width))
+
+    def render_line(self, y: int) -> Strip:
+        lines = self._lines_for(self.size.width)
+        return lines[y] if y < len(lines) else Strip.blank(self.size.width, self.rich_style)
 
 
 class AssistantText(Vertical):
     """Assistant Markdown that grows as deltas arrive.
 
-    Finished blocks (paragraphs, lists, fences) are frozen and never parsed again; only the open
-    tail re-renders. Frozen blocks are grouped BLOCKS_PER_CHUNK to a widget, so a long answer
-    stays a handful of widgets and each layout pass stays cheap while the model streams.
+    Finished blocks (paragraphs, lists, fences) are frozen into FrozenBlocks and never parsed or
+    rendered again; only the open tail re-renders, so each repaint stays small however long the
+    answer gets.
     """
-
-    BLOCKS_PER_CHUNK = 1
 
     def __init__(self) -> None:
         super().__init__(classes="assistant")
         self.text_so_far = ""
         self._frozen = 0  # characters of text_so_far already frozen into blocks
-        self._chunk: MarkdownBlock | None = None
-        self._chunk_blocks: list[RenderableType] = []
         self._tail = MarkdownBlock("", classes="md-tail")
 
     def compose(self) -> ComposeResult:
@@ -130,15 +165,7 @@ class AssistantText(Vertical):
         self._tail.update(render_block(tail) if tail.strip() else "")
 
     async def _freeze(self, rendered: list[RenderableType]) -> None:
-        for block in rendered:
-            if self._chunk is None or len(self._chunk_blocks) >= self.BLOCKS_PER_CHUNK:
-                self._chunk, self._chunk_blocks = MarkdownBlock(""), []
-                await self.mount(self._chunk, before=self._tail)
-            if self._chunk_blocks:
-                self._chunk_blocks.append(Text(""))  # a blank line between blocks
-            self._chunk_blocks.append(block)
-        if self._chunk is not None:
-            self._chunk.update(Group(*self._chunk_blocks))
+        await self.mount_all([FrozenBlock(block) for block in rendered], before=self._tail)
 
     async def finish(self) -> None:
         pass
@@ -222,12 +249,13 @@ class Transcript(VerticalScroll):
     interval instead of one per token, so the event loop stays free for keystrokes.
     """
 
-    STREAM_FLUSH_S = 0.15
+    STREAM_FLUSH_S = 0.2
     # Input first: while the user is typing (a key in the last TYPING_QUIET_S), streamed text is
     # held back, up to STREAM_MAX_HOLD_S, because a transcript repaint (it scrolls, so the whole
     # view is redrawn) costs tens of milliseconds and a keystroke would wait behind it.
-    TYPING_QUIET_S = 0.3
-    STREAM_MAX_HOLD_S = 5.0
+    TYPING_QUIET_S = 1.0
+    STREAM_MAX_HOLD_S = 10.0
+    FLUSH_MAX_CHARS = 600
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -260,20 +288,29 @@ class Transcript(VerticalScroll):
             self._flush_timer = self.set_timer(self.STREAM_FLUSH_S, self._flush_when_quiet)
 
     async def _flush_when_quiet(self) -> None:
+        self._flush_timer = None
         now = time.monotonic()
         typing = now - self.last_input_at() < self.TYPING_QUIET_S
         if typing and now - self._pending_since < self.STREAM_MAX_HOLD_S:
             self._flush_timer = self.set_timer(self.STREAM_FLUSH_S / 2, self._flush_when_quiet)
             return
-        await self.flush()
+        await self.flush(limit=self.FLUSH_MAX_CHARS)
+        if self._pending:  # a backlog (after a hold) is caught up over a few frames, not one big one
+            self._pending_since = time.monotonic()
+            self._flush_timer = self.set_timer(self.STREAM_FLUSH_S, self._flush_when_quiet)
 
-    async def flush(self) -> None:
-        """Write buffered deltas now (before anything else is added, and on the timer)."""
+    async def flush(self, limit: int | None = None) -> None:
+        """Write buffered deltas (all, or about `limit` characters) before anything else is added."""
         if self._flush_timer is not None:
             self._flush_timer.stop()
             self._flush_timer = None
-        pending, self._pending = self._pending, []
-        for kind, text in pending:
+        budget = limit if limit is not None else sum(len(t) for _, t in self._pending)
+        while self._pending and budget > 0:
+            kind, text = self._pending.pop(0)
+            if len(text) > budget:
+                text, rest = text[:budget], text[budget:]
+                self._pending.insert(0, (kind, rest))
+            budget -= len(text)
             if kind == "text":
                 await self._write_text(text)
             else:

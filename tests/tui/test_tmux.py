@@ -43,9 +43,12 @@ class Tmux:
     def pane_exit_status(self, timeout: float = 30.0) -> int:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            fields = self("list-panes", "-t", "ribbit", "-F", "#{pane_dead} #{pane_dead_status}").split()
-            if fields and fields[0] == "1":
-                return int(fields[1]) if len(fields) > 1 else -1
+            fields = self("list-panes", "-t", "ribbit", "-F", "#{pane_dead}:#{pane_dead_status}:#{pane_dead_signal}")
+            dead, status, signal = (fields.strip().split(":") + ["", ""])[:3]
+            if dead == "1" and status:
+                return int(status)
+            if dead == "1" and signal:
+                raise AssertionError(f"ribbit died of signal {signal}; the screen was:\n{self.screen()}")
             time.sleep(0.1)
         raise AssertionError(f"ribbit did not exit; the screen was:\n{self.screen()}")
 
