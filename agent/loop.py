@@ -114,7 +114,8 @@ class AgentSession:
         self.cancel_event.clear()
         self.steps = 0
         self._malformed_in_row = 0
-        self._add(ChatMessage(role="user", content=task))
+        notes = self._take_notes()  # e.g. files changed outside the agent while it was idle
+        self._add(ChatMessage(role="user", content=task + ("\n\n" + notes if notes else "")))
         reason: StopReason = "finished"
         message = "the model finished"
         try:

@@ -121,3 +121,26 @@ def test_ribbits_own_writes_and_removals_are_never_outside_changes(repo: Path) -
     finally:
         watcher.stop()
     assert [c.paths for c in seen] == [["user.txt"]]
+
+
+def test_outside_change_while_idle_reaches_the_next_task(repo: Path, tmp_path: Path) -> None:
+    reported = threading.Event()
+    recorder = Recorder()
+
+    def sink(event):  # type: ignore[no-untyped-def]
+        recorder(event)
+        if event.type == "external_change":
+            reported.set()
+
+    model = HookedReplay(write_replay(tmp_path / "r.jsonl", "first answer", "second answer"))
+    workspace = open_workspace(model, repo, mode="full-auto", approver=YesApprover(), sink=sink)
+    try:
+        workspace.session.run("first task")
+        (repo / "calc.py").write_text("# edited between two tasks\n")
+        assert reported.wait(10)
+        workspace.session.run("second task")
+    finally:
+        workspace.close()
+    users = [m.content for m in workspace.session.messages if m.role == "user"]
+    assert users[0] == "first task"
+    assert users[1].startswith("second task") and "changed outside the agent" in users[1] and "calc.py" in users[1]
