@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -40,17 +41,21 @@ class Tmux:
             time.sleep(0.1)
         raise AssertionError(f"{text!r} never appeared; the screen was:\n{self.screen()}")
 
-    def pane_exit_status(self, timeout: float = 30.0) -> int:
+    def exit_status(self, status_file: Path, timeout: float = 30.0) -> int:
+        """The program's exit code, which the pane's shell writes to `status_file` when it ends."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            fields = self("list-panes", "-t", "ribbit", "-F", "#{pane_dead}:#{pane_dead_status}:#{pane_dead_signal}")
-            dead, status, signal = (fields.strip().split(":") + ["", ""])[:3]
-            if dead == "1" and status:
-                return int(status)
-            if dead == "1" and signal:
-                raise AssertionError(f"ribbit died of signal {signal}; the screen was:\n{self.screen()}")
+            if status_file.exists() and status_file.read_text().strip():
+                return int(status_file.read_text())
             time.sleep(0.1)
-        raise AssertionError(f"ribbit did not exit; the screen was:\n{self.screen()}")
+        # Ask the stuck process where it is (PYTHONFAULTHANDLER prints every thread's stack).
+        shell = self("display-message", "-p", "-t", "ribbit", "#{pane_pid}").strip()
+        children = subprocess.run(["ps", "-o", "pid=", "--ppid", shell], capture_output=True, text=True).stdout.split()
+        for pid in children:  # the python process this test started, by its id
+            os.kill(int(pid), signal.SIGABRT)
+        time.sleep(1)
+        history = self("capture-pane", "-p", "-S", "-200", "-t", "ribbit")
+        raise AssertionError(f"ribbit did not exit; the screen was:\n{history}")
 
 
 def test_real_program_in_tmux_approves_one_edit_and_rejects_another(repo: Path, replay_file, tmp_path: Path) -> None:
@@ -61,18 +66,19 @@ def test_real_program_in_tmux_approves_one_edit_and_rejects_another(repo: Path, 
         "All done.",
     )
     tmux = Tmux(f"ribbit-test-{os.getpid()}")
+    status_file = tmp_path / "exit-status"
     env = {
         "XDG_STATE_HOME": str(tmp_path / "state"), "PYTHONPATH": str(ROOT), "TERM": "xterm-256color",
-        "PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", str(tmp_path)),
+        "PATH": os.environ.get("PATH", ""), "PYTHONFAULTHANDLER": "1", "HOME": os.environ.get("HOME", str(tmp_path)),
     }
     command = " ".join(
         [f"{k}={v!r}" for k, v in env.items()]
         + [sys.executable, "-m", "app.cli", "--repo", str(repo), "--model", f"replay:{replay}", "--no-sandbox"]
-    )
+    ) + f"; echo $? > {status_file}"
     try:
         tmux("new-session", "-d", "-s", "ribbit", "-x", "120", "-y", "40", "-c", str(ROOT), "bash", "--norc")
         tmux("set-option", "-t", "ribbit", "remain-on-exit", "on")
-        tmux("respawn-pane", "-k", "-t", "ribbit", command)
+        tmux("respawn-pane", "-k", "-t", "ribbit", "sh", "-c", command)
         tmux.wait_for("replay:replay.jsonl")  # the status bar shows the model once the session is open
         tmux("send-keys", "-t", "ribbit", "-l", "fix add and write notes")
         tmux("send-keys", "-t", "ribbit", "Enter")
@@ -93,7 +99,7 @@ def test_real_program_in_tmux_approves_one_edit_and_rejects_another(repo: Path, 
         tmux("send-keys", "-t", "ribbit", "C-c")
         tmux.wait_for("Press Ctrl+C again to quit")
         tmux("send-keys", "-t", "ribbit", "C-c")
-        assert tmux.pane_exit_status() == 0
+        assert tmux.exit_status(status_file) == 0
     finally:
         subprocess.run(["tmux", "-L", tmux.socket, "kill-server"], capture_output=True)
 
