@@ -327,12 +327,13 @@ class EvalRun:
             return AgentRun(error=f"cannot load the model: {exc}", usage=usage)
         transcript = TranscriptWriter(config.out / "transcripts" / model_key(model_spec) / f"{task.id}.jsonl")
         timer: threading.Timer | None = None
+        workspace = None
         timed_out = threading.Event()
         session: AgentSession | None = None
         try:
             workspace = open_workspace(
                 model, root, mode="full-auto", approver=RejectAll(), sink=fanout([usage, transcript]),
-                limits=config.limits, no_sandbox=config.no_sandbox,
+                limits=config.limits, no_sandbox=config.no_sandbox, watch=False,
             )
             session = workspace.session
             with self._lock:
@@ -359,6 +360,8 @@ class EvalRun:
             if session is not None:
                 with self._lock:
                     self._sessions.discard(session)
+            if workspace is not None:
+                workspace.close()
             transcript.close()
             model.close()
         if summary.stop_reason == "interrupted" and not timed_out.is_set():
@@ -399,13 +402,18 @@ class EvalRun:
         )
         commands: list[CommandOutcome] = []
         logs: list[str] = []
-        for command in task.test_commands:
-            # Stopping the run stops the tests too; the job then saves nothing.
-            result = runner.run(prefix + command, root, self.config.test_timeout_s, self.stopping)
-            if result.cancelled:
-                return None
-            commands.append(CommandOutcome(command=command, exit_code=result.exit_code, timed_out=result.timed_out))
-            logs.append(f"$ {command}\n{result.output[-TEST_OUTPUT_LIMIT:]}\n(exit {result.exit_code})\n")
+        try:
+            for command in task.test_commands:
+                # Stopping the run stops the tests too; the job then saves nothing.
+                result = runner.run(prefix + command, root, self.config.test_timeout_s, self.stopping)
+                if result.cancelled:
+                    return None
+                commands.append(CommandOutcome(command=command, exit_code=result.exit_code, timed_out=result.timed_out))
+                logs.append(f"$ {command}\n{result.output[-TEST_OUTPUT_LIMIT:]}\n(exit {result.exit_code})\n")
+        finally:
+            close = getattr(runner, "close", None)
+            if callable(close):
+                close()
         try:
             write_atomic(work.parent / f"{task.id}.tests.log", "\n".join(logs))
         except OSError:
