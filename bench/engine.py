@@ -198,6 +198,7 @@ def malformed(path: Path, work: Path, sessions: int, max_tokens: int) -> dict:
         opening = CALL_OPENINGS.get(model.info.dialect, "")
         model.response_prefix = ("</think>\n\n" if model.info.opens_reasoning else "") + opening
         bad = cut = 0
+        sample = ""
         try:
             messages = session_messages(model, work)
             for seed in range(sessions):
@@ -207,7 +208,9 @@ def malformed(path: Path, work: Path, sessions: int, max_tokens: int) -> dict:
                     cut += 1
                 if not well_formed(parser.parse(text, model.info.opens_reasoning)):
                     bad += 1
+                sample = sample or text
             out["on" if use_grammar else "off"] = (bad, cut, model.stats.grammar_triggers)
+            out["sample_on" if use_grammar else "sample_off"] = sample
         finally:
             model.close()
     return out
@@ -229,30 +232,39 @@ def well_formed(parsed) -> bool:
 
 def report(name: str, path: Path, args: argparse.Namespace) -> None:
     print(f"\n== {name}: {path.name}")
+    sections = set(args.only or "12345")
     with tempfile.TemporaryDirectory(prefix="ribbit-bench-engine-") as tmp:
         work = Path(tmp)
         probe = load(path, work / "probe", persist_states=False)
         print(f"   arch {probe.info.architecture}, dialect {probe.info.dialect}, plan: {probe.plan.describe()}")
         probe.close()
-        s = session(path, args.steps, work)
-        print(f"1. {args.steps}-step session: {s['evaluated']} tokens evaluated / {s['stream']} tokens appended "
-              f"= {s['ratio']:.3f}   (naive re-render each step: {s['naive']} evaluated, ratio {s['naive_ratio']:.1f})")
-        d = decode_speed(path, work, args.decode_tokens, args.rounds)
-        print(f"2. decode (median of {args.rounds} pairs): ribbit {d['ribbit']:.1f} tok/s vs bare llama-cpp-python "
-              f"{d['bare']:.1f} tok/s, ratio {d['ratio']:.3f} wall-clock; per CPU-second {d['ribbit_cpu']:.1f} vs "
-              f"{d['bare_cpu']:.1f}, ratio {d['cpu_ratio']:.3f}")
-        print(f"3. time to first token after a tool result: {s['ttft_cached']:.2f} s cached vs "
-              f"{s['ttft_cold']:.2f} s with no cache ({s['cold_prompt']}-token prompt)")
-        launch = second_launch(path, work)
-        (t1, c1, e1), (t2, c2, e2), (t3, c3, e3) = launch["first"], launch["second"], launch["other"]
-        print(f"4. launch to first token: first {t1:.2f} s (evaluated {e1}) vs second {t2:.2f} s "
-              f"(system prompt from disk: {c2} cached, {e2} evaluated); in another repo {t3:.2f} s "
-              f"({c3} cached, {e3} evaluated)")
-        m = malformed(path, work, args.sessions, args.call_tokens)
-        (off_bad, off_cut, _), (on_bad, on_cut, on_triggers) = m["off"], m["on"]
-        print(f"5. malformed tool calls over {args.sessions} sampled sessions: grammar off {off_bad}/{args.sessions} "
-              f"(cut at {args.call_tokens} tokens: {off_cut}), grammar on {on_bad}/{args.sessions} "
-              f"(cut: {on_cut}, grammar engaged {on_triggers}x)")
+        if sections & {"1", "3"}:
+            s = session(path, args.steps, work)
+        if "1" in sections:
+            print(f"1. {args.steps}-step session: {s['evaluated']} tokens evaluated / {s['stream']} tokens appended "
+                  f"= {s['ratio']:.3f}   (naive re-render each step: {s['naive']} evaluated, ratio {s['naive_ratio']:.1f})")
+        if "2" in sections:
+            d = decode_speed(path, work, args.decode_tokens, args.rounds)
+            print(f"2. decode (median of {args.rounds} pairs): ribbit {d['ribbit']:.1f} tok/s vs bare llama-cpp-python "
+                  f"{d['bare']:.1f} tok/s, ratio {d['ratio']:.3f} wall-clock; per CPU-second {d['ribbit_cpu']:.1f} vs "
+                  f"{d['bare_cpu']:.1f}, ratio {d['cpu_ratio']:.3f}")
+        if "3" in sections:
+            print(f"3. time to first token after a tool result: {s['ttft_cached']:.2f} s cached vs "
+                  f"{s['ttft_cold']:.2f} s with no cache ({s['cold_prompt']}-token prompt)")
+        if "4" in sections:
+            launch = second_launch(path, work)
+            (t1, c1, e1), (t2, c2, e2), (t3, c3, e3) = launch["first"], launch["second"], launch["other"]
+            print(f"4. launch to first token: first {t1:.2f} s (evaluated {e1}) vs second {t2:.2f} s "
+                  f"(system prompt from disk: {c2} cached, {e2} evaluated); in another repo {t3:.2f} s "
+                  f"({c3} cached, {e3} evaluated)")
+        if "5" in sections:
+            m = malformed(path, work, args.sessions, args.call_tokens)
+            (off_bad, off_cut, _), (on_bad, on_cut, on_triggers) = m["off"], m["on"]
+            print(f"5. malformed tool calls over {args.sessions} sampled sessions: grammar off {off_bad}/{args.sessions} "
+                  f"(cut at {args.call_tokens} tokens: {off_cut}), grammar on {on_bad}/{args.sessions} "
+                  f"(cut: {on_cut}, grammar engaged {on_triggers}x)")
+            print(f"   first session, grammar off: {m['sample_off'][:160]!r}")
+            print(f"   first session, grammar on:  {m['sample_on'][:160]!r}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -264,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--decode-tokens", type=int, default=96)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--sessions", type=int, default=6)
-    parser.add_argument("--call-tokens", type=int, default=64)
+    parser.add_argument("--call-tokens", type=int, default=128)
+    parser.add_argument("--only", default=None, help="sections to run, e.g. 15 (default: all)")
     args = parser.parse_args(argv)
     print("ribbit engine benchmark")
     report("embedded", args.model or embedded_model_path(), args)

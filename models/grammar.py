@@ -23,6 +23,7 @@ MAX_DIGITS = 15
 
 JSON_RULES = r"""
 ws ::= [ \t\n]{0,16}
+end-ws ::= [ \t\n]{0,2}
 json-string ::= "\"" json-char* "\""
 json-char ::= [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F])
 json-int ::= "-"? [0-9]{1,15}
@@ -229,7 +230,7 @@ def qwen3_coder_grammar(tools: list[ToolSpec], opens_reasoning: bool) -> ToolCal
         )
     rules.add("fn", " | ".join(functions) or '"<function=>\\n</function>"')
     rules.add("block", '"<tool_call>\\n" fn "\\n</tool_call>" | fn')
-    head = 'root ::= block ( ws block )* ws\n'
+    head = 'root ::= block ( ws block )* end-ws\n'
     trigger = r"(<tool_call>|<function=)"
     return ToolCallGrammar(head + rules.text() + JSON_RULES, _triggers(trigger, opens_reasoning), "qwen3_coder")
 
@@ -253,14 +254,14 @@ def _json_call_grammar(tools: list[ToolSpec], name_keys: tuple[str, ...], prefix
 def json_grammar(tools: list[ToolSpec], opens_reasoning: bool) -> ToolCallGrammar:
     """Plain JSON calls `{"tool": NAME, "arguments": {...}}`, optionally closing a ```json fence."""
     rules, _ = _json_call_grammar(tools, ("tool", "name"), "")
-    head = 'root ::= call ws ( "```" ws )?\n'
+    head = 'root ::= call end-ws ( "```" end-ws )?\n'
     trigger = r'(\{\s*"(?:tool|name)")'
     return ToolCallGrammar(head + rules.text() + JSON_RULES, _triggers(trigger, opens_reasoning), "json")
 
 
 def hermes_grammar(tools: list[ToolSpec], opens_reasoning: bool) -> ToolCallGrammar:
     rules, _ = _json_call_grammar(tools, ("name",), "")
-    head = 'root ::= hcall ( ws hcall )* ws\nhcall ::= "<tool_call>" ws call ws "</tool_call>"\n'
+    head = 'root ::= hcall ( ws hcall )* end-ws\nhcall ::= "<tool_call>" ws call ws "</tool_call>"\n'
     return ToolCallGrammar(head + rules.text() + JSON_RULES, _triggers(r"(<tool_call>)", opens_reasoning), "hermes")
 
 
