@@ -9,7 +9,7 @@ from textual.widgets import TextArea
 from app.messages import PromptSubmitted
 from app.widgets.prompt import CommandHints, PromptInput
 from app.widgets.status_bar import StatusBar
-from app.widgets.transcript import Transcript
+from app.widgets.transcript import LivePanel, Transcript
 
 
 class MainScreen(Screen[None]):
@@ -18,6 +18,7 @@ class MainScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Transcript(id="transcript")
+        yield LivePanel(id="live")
         yield CommandHints(id="hints")
         yield PromptInput(id="prompt", placeholder="Ask ribbit…  (Enter sends, Shift+Enter/Ctrl+J newline, /help)")
         yield StatusBar(id="status")
@@ -38,6 +39,7 @@ class MainScreen(Screen[None]):
         self.query_one(CommandHints).display = False
         prompt = self.prompt
         self.transcript.last_input_at = lambda: prompt.last_key_at
+        self.transcript.live = self.query_one(LivePanel)
 
     def on_text_area_changed(self, event: TextArea.Changed) -> None:
         if isinstance(event.text_area, PromptInput):

@@ -139,18 +139,80 @@ class FrozenBlock(Widget):
         return lines[y] if y < len(lines) else Strip.blank(self.size.width, self.rich_style)
 
 
+class LivePanel(Widget):
+    """The last LINES lines of what the model is writing right now, docked above the prompt.
+
+    Streaming repaints only this small fixed region; the transcript above (which would scroll,
+    and so redraw entirely) takes the finished blocks over every SETTLE_S or at the turn's end.
+    """
+
+    LINES = 8
+    DEFAULT_CSS = "LivePanel { height: auto; display: none; }"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._renderables: list[RenderableType] = []
+        self._lines: list[Strip] = []
+        self._width = -1
+        self._cache: dict[tuple[int, int], list[Strip]] = {}
+
+    def show(self, renderables: list[RenderableType]) -> None:
+        self._renderables = renderables
+        before = len(self._lines)
+        self._width = -1
+        self._render(self.size.width or self.app.size.width)
+        if not self.display:
+            self.display = True
+        self.refresh(layout=len(self._lines) != before)
+
+    def clear(self) -> None:
+        self._renderables, self._lines = [], []
+        self.display = False
+
+    def _render(self, width: int) -> list[Strip]:
+        if width != self._width and width > 0:
+            console = self.app.console
+            options = console.options.update(width=width, min_width=width, max_width=width, height=None)
+            lines: list[Strip] = []
+            # Only the bottom LINES lines are shown: render from the end, and stop when full.
+            # Finished blocks are immutable, so their lines are kept per width between flushes.
+            cache: dict[tuple[int, int], list[Strip]] = {}
+            for renderable in reversed(self._renderables):
+                key = (id(renderable), width)
+                block = self._cache.get(key)
+                if block is None:
+                    rendered = console.render_lines(renderable, options, style=self.rich_style, pad=True)
+                    block = [Strip(line, width) for line in rendered]
+                cache[key] = block
+                lines[:0] = block
+                if len(lines) >= self.LINES:
+                    break
+            self._cache = cache
+            self._lines = lines[-self.LINES :]
+            self._width = width
+        return self._lines
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self._render(width))
+
+    def render_line(self, y: int) -> Strip:
+        lines = self._render(self.size.width)
+        return lines[y] if y < len(lines) else Strip.blank(self.size.width, self.rich_style)
+
+
 class AssistantText(Vertical):
     """Assistant Markdown that grows as deltas arrive.
 
-    Finished blocks (paragraphs, lists, fences) are frozen into FrozenBlocks and never parsed or
-    rendered again; only the open tail re-renders, so each repaint stays small however long the
-    answer gets.
+    Finished blocks (paragraphs, lists, fences) are frozen: parsed and rendered once. While the
+    turn streams they wait in `unsettled` (the live panel shows them); `settle()` mounts them here.
     """
 
     def __init__(self) -> None:
         super().__init__(classes="assistant")
         self.text_so_far = ""
         self._frozen = 0  # characters of text_so_far already frozen into blocks
+        self.unsettled: list[RenderableType] = []
+        self.tail = ""
         self._tail = MarkdownBlock("", classes="md-tail")
 
     def compose(self) -> ComposeResult:
@@ -160,15 +222,25 @@ class AssistantText(Vertical):
         self.text_so_far += text
         blocks, tail = split_blocks(self.text_so_far[self._frozen :])
         if blocks:
-            await self._freeze([render_block(b) for b in blocks])
+            self.unsettled.extend(render_block(b) for b in blocks)
             self._frozen = len(self.text_so_far) - len(tail)  # the open tail starts here
-        self._tail.update(render_block(tail) if tail.strip() else "")
+        self.tail = tail
 
-    async def _freeze(self, rendered: list[RenderableType]) -> None:
-        await self.mount_all([FrozenBlock(block) for block in rendered], before=self._tail)
+    def live(self) -> list[RenderableType]:
+        parts = []
+        for block in self.unsettled:
+            parts += [block, Text("")]
+        return parts + ([render_block(self.tail)] if self.tail.strip() else [])
+
+    async def settle(self, with_tail: bool = False) -> None:
+        if self.unsettled:
+            blocks, self.unsettled = self.unsettled, []
+            await self.mount_all([FrozenBlock(block) for block in blocks], before=self._tail)
+        if with_tail:
+            self._tail.update(render_block(self.tail) if self.tail.strip() else "")
 
     async def finish(self) -> None:
-        pass
+        await self.settle(with_tail=True)
 
 
 class ReasoningBlock(Collapsible):
@@ -178,12 +250,21 @@ class ReasoningBlock(Collapsible):
         self.body = Static("", classes="reasoning-body")
         super().__init__(self.body, title="Thinking…", collapsed=False, classes="reasoning")
         self.text_so_far = ""
+        self._shown = ""
 
     def add(self, text: str) -> None:
         self.text_so_far += text
-        self.body.update(Text(self.text_so_far.strip("\n")))
+
+    def live(self) -> list[RenderableType]:
+        return [Text(self.text_so_far.strip("\n"), style="italic dim")]
+
+    def settle(self) -> None:
+        if self._shown != self.text_so_far:
+            self._shown = self.text_so_far
+            self.body.update(Text(self.text_so_far.strip("\n")))
 
     def finish(self) -> None:
+        self.settle()
         words = len(self.text_so_far.split())
         self.title = f"Thought ({words} words)"
         self.collapsed = True
@@ -253,9 +334,11 @@ class Transcript(VerticalScroll):
     # Input first: while the user is typing (a key in the last TYPING_QUIET_S), streamed text is
     # held back, up to STREAM_MAX_HOLD_S, because a transcript repaint (it scrolls, so the whole
     # view is redrawn) costs tens of milliseconds and a keystroke would wait behind it.
-    TYPING_QUIET_S = 1.0
+    TYPING_QUIET_S = 0.5
     STREAM_MAX_HOLD_S = 10.0
-    FLUSH_MAX_CHARS = 600
+    FLUSH_MAX_CHARS = 300
+    # How often finished blocks move from the live panel into the (scrolling) transcript.
+    SETTLE_S = 4.0
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -265,6 +348,8 @@ class Transcript(VerticalScroll):
         self._flush_timer: Timer | None = None
         self._pending_since = 0.0
         self.last_input_at: Callable[[], float] = lambda: 0.0
+        self.live: LivePanel | None = None
+        self._settled_at = 0.0
         self.cards: dict[str, ToolCard] = {}
 
     def on_mount(self) -> None:
@@ -295,6 +380,8 @@ class Transcript(VerticalScroll):
             self._flush_timer = self.set_timer(self.STREAM_FLUSH_S / 2, self._flush_when_quiet)
             return
         await self.flush(limit=self.FLUSH_MAX_CHARS)
+        if now - self._settled_at >= self.SETTLE_S and not typing:
+            await self.settle()
         if self._pending:  # a backlog (after a hold) is caught up over a few frames, not one big one
             self._pending_since = time.monotonic()
             self._flush_timer = self.set_timer(self.STREAM_FLUSH_S, self._flush_when_quiet)
@@ -315,6 +402,25 @@ class Transcript(VerticalScroll):
                 await self._write_text(text)
             else:
                 await self._write_reasoning(text)
+        self._show_live()
+
+    def _show_live(self) -> None:
+        if self.live is None:
+            return
+        if self._text is not None:
+            self.live.show(self._text.live())
+        elif self._reasoning is not None:
+            self.live.show(self._reasoning.live())
+
+    async def settle(self, final: bool = False) -> None:
+        """Move what streamed so far into the transcript (finished blocks; everything when final)."""
+        self._settled_at = time.monotonic()
+        if self._reasoning is not None:
+            self._reasoning.settle()
+        if self._text is not None:
+            await self._text.settle(with_tail=final)
+        if final and self.live is not None:
+            self.live.clear()
 
     async def _write_text(self, text: str) -> None:
         if self._text is None:
@@ -322,6 +428,8 @@ class Transcript(VerticalScroll):
                 return  # don't open an empty bubble for leading whitespace
             self._text = AssistantText()
             await self.mount(self._text)
+            if self._reasoning is not None:
+                self._reasoning.settle()  # the thinking is over: it belongs in the transcript now
             text = text.lstrip("\n")
         await self._text.add(text)
 
@@ -340,12 +448,13 @@ class Transcript(VerticalScroll):
         await self.mount(UserMessage(text))
 
     async def add_notice(self, text: str, level: str = "info") -> None:
-        await self.flush()
+        await self.end_turn()
         await self.mount(Notice(text, level))
 
     async def end_turn(self) -> None:
         """The assistant turn is over: freeze its text, fold its reasoning."""
         await self.flush()
+        await self.settle(final=True)
         if self._text is not None:
             await self._text.finish()
             self._text = None
