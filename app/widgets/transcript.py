@@ -232,9 +232,11 @@ class AssistantText(Vertical):
             parts += [block, Text("")]
         return parts + ([render_block(self.tail)] if self.tail.strip() else [])
 
-    async def settle(self, with_tail: bool = False) -> None:
+    async def settle(self, with_tail: bool = False, limit: int | None = None) -> None:
+        """Mount finished blocks here (at most `limit` of them: a big batch is one long frame)."""
         if self.unsettled:
-            blocks, self.unsettled = self.unsettled, []
+            count = len(self.unsettled) if limit is None or with_tail else limit
+            blocks, self.unsettled = self.unsettled[:count], self.unsettled[count:]
             await self.mount_all([FrozenBlock(block) for block in blocks], before=self._tail)
         if with_tail:
             self._tail.update(render_block(self.tail) if self.tail.strip() else "")
@@ -339,6 +341,7 @@ class Transcript(VerticalScroll):
     FLUSH_MAX_CHARS = 300
     # How often finished blocks move from the live panel into the (scrolling) transcript.
     SETTLE_S = 4.0
+    SETTLE_MAX_BLOCKS = 2
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -350,6 +353,7 @@ class Transcript(VerticalScroll):
         self.last_input_at: Callable[[], float] = lambda: 0.0
         self.live: LivePanel | None = None
         self._settled_at = 0.0
+        self._settling = False  # a settle is moving a backlog over several ticks
         self.cards: dict[str, ToolCard] = {}
 
     def on_mount(self) -> None:
@@ -380,8 +384,9 @@ class Transcript(VerticalScroll):
             self._flush_timer = self.set_timer(self.STREAM_FLUSH_S / 2, self._flush_when_quiet)
             return
         await self.flush(limit=self.FLUSH_MAX_CHARS)
-        if now - self._settled_at >= self.SETTLE_S and not typing:
-            await self.settle()
+        settling = self._text is not None and self._text.unsettled and self._settling
+        if (now - self._settled_at >= self.SETTLE_S or settling) and not typing:
+            await self.settle(limit=self.SETTLE_MAX_BLOCKS)
         if self._pending:  # a backlog (after a hold) is caught up over a few frames, not one big one
             self._pending_since = time.monotonic()
             self._flush_timer = self.set_timer(self.STREAM_FLUSH_S, self._flush_when_quiet)
@@ -412,15 +417,19 @@ class Transcript(VerticalScroll):
         elif self._reasoning is not None:
             self.live.show(self._reasoning.live())
 
-    async def settle(self, final: bool = False) -> None:
+    async def settle(self, final: bool = False, limit: int | None = None) -> None:
         """Move what streamed so far into the transcript (finished blocks; everything when final)."""
-        self._settled_at = time.monotonic()
+        if not self._settling:
+            self._settled_at = time.monotonic()
         if self._reasoning is not None:
             self._reasoning.settle()
         if self._text is not None:
-            await self._text.settle(with_tail=final)
+            await self._text.settle(with_tail=final, limit=None if final else limit)
+            self._settling = bool(self._text.unsettled) and not final
         if final and self.live is not None:
             self.live.clear()
+        elif not final:
+            self._show_live()
 
     async def _write_text(self, text: str) -> None:
         if self._text is None:
