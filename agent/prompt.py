@@ -10,7 +10,7 @@ from models.chat import ToolSpec
 AGENTS_FILES = ("AGENTS.md", "agents.md")
 MAX_AGENTS_CHARS = 6000
 
-BASE = """You are ribbit, a coding agent working in the repository at {root}. You act only through tools.
+BASE = """You are ribbit, a coding agent working in a repository. You act only through tools.
 Work in steps: find and Read the relevant files, change them with Edit (or Write for new files), run \
 the tests or the program with Bash, and look at the result. Paths are relative to the repository root. \
 Read a file before you change it. Keep changes small and focused.
@@ -41,13 +41,16 @@ def agents_notes(root: Path) -> str | None:
 
 def system_prompt(root: Path, tools: list[ToolSpec], describe_tools: bool) -> str:
     """`describe_tools` is for models whose chat template cannot list tools itself."""
-    text = BASE.format(root=root)
+    # Everything that differs between repositories comes last, so the evaluated (and saved) prompt
+    # state up to it is shared by every launch of the same model.
+    text = BASE
     if describe_tools:
         lines = [
             f"- {t.name}: {t.description} {json.dumps(t.parameters['properties'], separators=(',', ':'))}"
             for t in tools
         ]
         text += JSON_TOOLS.format(tools="\n".join(lines))
+    text += f"\n\nThe repository root is {root}."
     notes = agents_notes(root)
     if notes:
         text += f"\n\n## Notes from the repository (AGENTS.md)\n{notes}"
