@@ -23,7 +23,11 @@ FIX_ADD = xml_call("Edit", file_path="calc.py", old_string="a - b", new_string="
 
 
 class SteadyReplay(ReplayModel):
-    """Replay whose usage says 20 tokens/s whatever the clock did."""
+    """Replay whose usage says 20 tokens/s whatever the clock did, and whose context figure does
+    not move when someone edits the system prompt."""
+
+    def context_used(self) -> int:
+        return 1000 * self.position
 
     def generate(self, request: GenerationRequest) -> Iterator[Chunk]:
         for chunk in super().generate(request):
