@@ -296,3 +296,27 @@ class AgentSession:
 
     def _system_prompt(self) -> str:
         return system_prompt(self.root, self.specs, describe_tools=self.model.info.dialect == "json")
+
+
+def run_interruptibly(session: AgentSession, task: str) -> SummaryEvent:
+    """session.run(task) in a worker thread, so Ctrl+C stops the model cleanly instead of mid-write."""
+    result: list[SummaryEvent] = []
+    failure: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            result.append(session.run(task))
+        except BaseException as exc:  # re-raised in the caller's thread
+            failure.append(exc)
+
+    worker = threading.Thread(target=work, name="ribbit-agent", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(timeout=0.2)
+    except KeyboardInterrupt:
+        session.cancel()
+        worker.join()
+    if failure:
+        raise failure[0]
+    return result[0]

@@ -16,7 +16,6 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 from pathlib import Path
 from typing import IO, Literal
 
@@ -27,7 +26,7 @@ from agent.approvals import Approver, PatchHunkApprovalRequest, RejectAll
 from agent.diffs import Hunk, apply_hunks, make_hunks
 from agent.events import EventSink, NoticeEvent, StopReason, SummaryEvent
 from agent.journal import GIT_ERRORS, Journal, JournalError, state_home, _one_line
-from agent.loop import Limits
+from agent.loop import Limits, run_interruptibly
 from agent.workspace import Workspace, check_repo, open_workspace
 from models.base import ChatModel
 
@@ -110,27 +109,7 @@ class ReviewSession:
     def run(self, task: str) -> SummaryEvent:
         """Run the agent on `task` in the worktree; Ctrl+C stops it cleanly (the review still follows)."""
         assert self.workspace is not None
-        session = self.workspace.session
-        result: list[SummaryEvent] = []
-        failure: list[BaseException] = []
-
-        def work() -> None:
-            try:
-                result.append(session.run(task))
-            except BaseException as exc:  # re-raised below, in the caller's thread
-                failure.append(exc)
-
-        worker = threading.Thread(target=work, name="ribbit-review-agent", daemon=True)
-        worker.start()
-        try:
-            while worker.is_alive():
-                worker.join(timeout=0.2)
-        except KeyboardInterrupt:
-            session.cancel()
-            worker.join()
-        if failure:
-            raise failure[0]
-        return result[0]
+        return run_interruptibly(self.workspace.session, task)
 
     def proposal(self) -> ReviewProposal:
         """The agent's whole patch against the live state at the start, split into reviewable items."""

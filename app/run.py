@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import threading
 from pathlib import Path
 from typing import IO, TextIO
 
 from agent.approvals import ApprovalDecision, ApprovalRequest, BashApprovalRequest
 from agent.events import AgentEvent, StopReason, SummaryEvent
 from agent.journal import JournalError
-from agent.loop import Limits
+from agent.loop import Limits, run_interruptibly
 from agent.transcript import TranscriptWriter, fanout
 from agent.workspace import SetupError, open_workspace
 from models.base import ModelError
@@ -157,27 +156,3 @@ def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: I
         stdout.write(patch)
         stdout.flush()
     return EXIT_CODES[summary.stop_reason]
-
-
-def run_interruptibly(session, task: str) -> SummaryEvent:  # type: ignore[no-untyped-def]
-    """Run in a worker thread so Ctrl+C can stop the model cleanly instead of killing mid-write."""
-    result: list[SummaryEvent] = []
-    failure: list[BaseException] = []
-
-    def work() -> None:
-        try:
-            result.append(session.run(task))
-        except BaseException as exc:  # re-raised in the main thread
-            failure.append(exc)
-
-    worker = threading.Thread(target=work, name="ribbit-agent", daemon=True)
-    worker.start()
-    try:
-        while worker.is_alive():
-            worker.join(timeout=0.2)
-    except KeyboardInterrupt:
-        session.cancel()
-        worker.join()
-    if failure:
-        raise failure[0]
-    return result[0]
