@@ -18,25 +18,9 @@ from agent.evaluation.report import OUTCOME_LABELS, markdown_report
 from agent.evaluation.runner import EvalConfig, EvalProgress, EvalRun
 from agent.evaluation.tasks import TaskFileError, load_tasks, select
 from agent.loop import Limits
-
-
-class UsageError(Exception):
-    pass
-
-
-class EvalParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: error: {message}")
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return value
+from app.cli import Parser as EvalParser
+from app.cli import UsageError
+from app.cli import positive as positive_int
 
 
 def positive_float(text: str) -> float:
