@@ -48,21 +48,10 @@ class ToolCallGrammar:
 
 def literal(text: str) -> str:
     """A GBNF string literal."""
-    out = []
-    for ch in text:
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch == '"':
-            out.append('\\"')
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\r":
-            out.append("\\r")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
+    return '"' + "".join(_LITERAL_ESCAPES.get(ch, ch) for ch in text) + '"'
+
+
+_LITERAL_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 
 def _class_char(ch: str) -> str:
@@ -102,6 +91,12 @@ def _types(schema: dict[str, Any]) -> list[dict[str, Any]]:
     return [schema]
 
 
+_JSON_RULES = {
+    "number": "json-number", "boolean": "json-bool", "null": "json-null",
+    "array": "json-array", "object": "json-object",
+}
+
+
 def json_value_rule(schema: dict[str, Any]) -> str:
     """A GBNF expression for one JSON value of `schema` (simple types; anything else is any JSON value)."""
     options = []
@@ -120,18 +115,8 @@ def json_value_rule(schema: dict[str, Any]) -> str:
                 options.append("json-nat")
             else:
                 options.append("json-int")
-        elif kind == "number":
-            options.append("json-number")
-        elif kind == "boolean":
-            options.append("json-bool")
-        elif kind == "null":
-            options.append("json-null")
-        elif kind == "array":
-            options.append("json-array")
-        elif kind == "object":
-            options.append("json-object")
         else:
-            options.append("json-value")
+            options.append(_JSON_RULES.get(kind, "json-value"))
     unique = list(dict.fromkeys(options)) or ["json-value"]
     return unique[0] if len(unique) == 1 else "(" + " | ".join(unique) + ")"
 
