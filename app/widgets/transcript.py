@@ -12,6 +12,7 @@ from typing import Any
 
 from rich.console import RenderableType
 from rich.markdown import Markdown as RichMarkdown
+from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -99,44 +100,31 @@ def render_block(block: str) -> RenderableType:
     return RichMarkdown(block, code_theme="ansi_dark", inline_code_theme="ansi_dark", hyperlinks=False)
 
 
-class MarkdownBlock(Static):
-    """The open tail of a streaming answer: re-rendered on every flush."""
+BLOCK_GAP = 1  # blank lines between Markdown blocks, as in a terminal Markdown reader
 
 
-class FrozenBlock(Widget):
-    """A finished Markdown block, rendered to lines once per width and then served from that cache.
+def render_strips(widget: Widget, renderable: RenderableType, width: int) -> list[Strip]:
+    """`renderable` as lines of exactly `width` cells in the widget's style, without the blank
+    lines Rich puts around lists and fences (the gap between blocks is ours to choose)."""
+    console = widget.app.console
+    options = console.options.update(width=width, min_width=width, max_width=width, height=None)
+    rendered = console.render_lines(renderable, options, style=widget.rich_style, pad=True)
+    lines = [Strip(line, width) for line in rendered]
+    while lines and not lines[0].text.strip():
+        lines.pop(0)
+    while lines and not lines[-1].text.strip():
+        lines.pop()
+    return lines
 
-    Rich Markdown (and Pygments inside code fences) is far too slow to redo on every frame, and
-    while the transcript scrolls under streaming text every visible block is asked for its lines.
-    """
 
-    DEFAULT_CSS = "FrozenBlock { height: auto; }"
-
-    def __init__(self, renderable: RenderableType) -> None:
-        super().__init__()
-        self.renderable = renderable
-        self._by_width: dict[int, list[Strip]] = {}
-
-    def _lines_for(self, width: int) -> list[Strip]:
-        lines = self._by_width.get(width)
-        if lines is None:
-            if width <= 0:
-                return []
-            console = self.app.console
-            options = console.options.update(width=width, min_width=width, max_width=width, height=None)
-            rendered = console.render_lines(self.renderable, options, style=self.rich_style, pad=True)
-            lines = [Strip(line, width) for line in rendered]
-            if len(self._by_width) > 3:
-                self._by_width.clear()
-            self._by_width[width] = lines
-        return lines
-
-    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        return len(self._lines_for(width))
-
-    def render_line(self, y: int) -> Strip:
-        lines = self._lines_for(self.size.width)
-        return lines[y] if y < len(lines) else Strip.blank(self.size.width, self.rich_style)
+def stack_blocks(blocks: list[list[Strip]], width: int, style: Style) -> list[Strip]:
+    """Rendered blocks one under the other, BLOCK_GAP blank lines apart."""
+    lines: list[Strip] = []
+    for block in blocks:
+        if lines and block:
+            lines.extend(Strip.blank(width, style) for _ in range(BLOCK_GAP))
+        lines.extend(block)
+    return lines
 
 
 class LivePanel(Widget):
@@ -171,24 +159,23 @@ class LivePanel(Widget):
 
     def _render(self, width: int) -> list[Strip]:
         if width != self._width and width > 0:
-            console = self.app.console
-            options = console.options.update(width=width, min_width=width, max_width=width, height=None)
-            lines: list[Strip] = []
             # Only the bottom LINES lines are shown: render from the end, and stop when full.
             # Finished blocks are immutable, so their lines are kept per width between flushes.
+            blocks: list[list[Strip]] = []
+            height = 0
             cache: dict[tuple[int, int], list[Strip]] = {}
             for renderable in reversed(self._renderables):
                 key = (id(renderable), width)
                 block = self._cache.get(key)
                 if block is None:
-                    rendered = console.render_lines(renderable, options, style=self.rich_style, pad=True)
-                    block = [Strip(line, width) for line in rendered]
+                    block = render_strips(self, renderable, width)
                 cache[key] = block
-                lines[:0] = block
-                if len(lines) >= self.LINES:
+                blocks.insert(0, block)
+                height += len(block) + BLOCK_GAP
+                if height >= self.LINES:
                     break
             self._cache = cache
-            self._lines = lines[-self.LINES :]
+            self._lines = stack_blocks(blocks, width, self.rich_style)[-self.LINES :]
             self._width = width
         return self._lines
 
@@ -200,12 +187,17 @@ class LivePanel(Widget):
         return lines[y] if y < len(lines) else Strip.blank(self.size.width, self.rich_style)
 
 
-class AssistantText(Vertical):
-    """Assistant Markdown that grows as deltas arrive.
+class AssistantText(Widget):
+    """Assistant Markdown that grows as deltas arrive: one widget that draws its own lines.
 
-    Finished blocks (paragraphs, lists, fences) are frozen: parsed and rendered once. While the
-    turn streams they wait in `unsettled` (the live panel shows them); `settle()` mounts them here.
+    Finished blocks (paragraphs, lists, fences) are frozen: parsed and rendered to lines once per
+    width, then served from that cache. While the turn streams they wait in `unsettled` (the live
+    panel shows them); `settle()` appends them here. Appending lines to one widget only relayouts
+    the transcript's few children; mounting a widget per block relayouted hundreds of them, which
+    made the frame a keystroke waits behind 20-40 ms long.
     """
+
+    DEFAULT_CSS = "AssistantText { height: auto; }"
 
     def __init__(self) -> None:
         super().__init__(classes="assistant")
@@ -213,10 +205,10 @@ class AssistantText(Vertical):
         self._frozen = 0  # characters of text_so_far already frozen into blocks
         self.unsettled: list[RenderableType] = []
         self.tail = ""
-        self._tail = MarkdownBlock("", classes="md-tail")
-
-    def compose(self) -> ComposeResult:
-        yield self._tail
+        self.blocks: list[RenderableType] = []  # settled, in order; the tail joins them at the end
+        self._width = -1
+        self._lines: list[Strip] = []
+        self._rendered = 0  # how many of `blocks` are in `_lines`
 
     async def add(self, text: str) -> None:
         self.text_so_far += text
@@ -227,22 +219,40 @@ class AssistantText(Vertical):
         self.tail = tail
 
     def live(self) -> list[RenderableType]:
-        parts = []
-        for block in self.unsettled:
-            parts += [block, Text("")]
-        return parts + ([render_block(self.tail)] if self.tail.strip() else [])
+        return self.unsettled + ([render_block(self.tail)] if self.tail.strip() else [])
 
     async def settle(self, with_tail: bool = False, limit: int | None = None) -> None:
-        """Mount finished blocks here (at most `limit` of them: a big batch is one long frame)."""
-        if self.unsettled:
-            count = len(self.unsettled) if limit is None or with_tail else limit
-            blocks, self.unsettled = self.unsettled[:count], self.unsettled[count:]
-            await self.mount_all([FrozenBlock(block) for block in blocks], before=self._tail)
-        if with_tail:
-            self._tail.update(render_block(self.tail) if self.tail.strip() else "")
+        """Take over finished blocks (at most `limit` of them, so one frame stays short)."""
+        count = len(self.unsettled) if limit is None or with_tail else limit
+        moved, self.unsettled = self.unsettled[:count], self.unsettled[count:]
+        if with_tail and self.tail.strip():
+            moved.append(render_block(self.tail))
+            self.tail = ""
+            self._frozen = len(self.text_so_far)
+        if moved:
+            self.blocks.extend(moved)
+            self.refresh(layout=True)
 
     async def finish(self) -> None:
         await self.settle(with_tail=True)
+
+    def _lines_for(self, width: int) -> list[Strip]:
+        if width <= 0:
+            return []
+        if width != self._width:  # a new width: everything is rendered again (a resize, rare)
+            self._width, self._lines, self._rendered = width, [], 0
+        if self._rendered < len(self.blocks):
+            new = [render_strips(self, block, width) for block in self.blocks[self._rendered :]]
+            self._lines = stack_blocks([self._lines, *new], width, self.rich_style)
+            self._rendered = len(self.blocks)
+        return self._lines
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self._lines_for(width))
+
+    def render_line(self, y: int) -> Strip:
+        lines = self._lines_for(self.size.width)
+        return lines[y] if y < len(lines) else Strip.blank(self.size.width, self.rich_style)
 
 
 class ReasoningBlock(Collapsible):
