@@ -6,13 +6,13 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
 from agent.approvals import ApprovalDecision, BashApprovalRequest, command_prefix
+from app.screens.pacing import PacedModalScreen
 
 
-class BashApprovalScreen(ModalScreen[ApprovalDecision]):
+class BashApprovalScreen(PacedModalScreen[ApprovalDecision]):
     CSS_PATH = "bash.tcss"
     BINDINGS = [
         Binding("y", "approve", "Run"),

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.screen import Screen
 from textual.widgets import TextArea
 
 from app.messages import PromptSubmitted
+from app.screens.pacing import PacedScreen
 from app.widgets.prompt import CommandHints, PromptInput
 from app.widgets.status_bar import StatusBar
 from app.widgets.transcript import LivePanel, Transcript
 
 
-class MainScreen(Screen[None]):
+class MainScreen(PacedScreen[None]):
     CSS_PATH = "main.tcss"
     AUTO_FOCUS = "#prompt"
 

@@ -6,14 +6,14 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
-from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from agent.approvals import ApprovalDecision, EditApprovalRequest
+from app.screens.pacing import PacedScreen
 from app.widgets.diff_view import SIDE_BY_SIDE_MIN_WIDTH, HunkView, lexer_for
 
 
-class EditReviewScreen(Screen[ApprovalDecision]):
+class EditReviewScreen(PacedScreen[ApprovalDecision]):
     CSS_PATH = "review.tcss"
     BINDINGS = [
         Binding("y", "approve", "Approve"),

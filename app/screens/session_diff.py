@@ -7,8 +7,9 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import Screen
 from textual.widgets import Footer, Static
+
+from app.screens.pacing import PacedScreen
 
 
 def count_changes(diff: str) -> tuple[int, int]:
@@ -21,7 +22,7 @@ def count_changes(diff: str) -> tuple[int, int]:
     return added, removed
 
 
-class SessionDiffScreen(Screen[None]):
+class SessionDiffScreen(PacedScreen[None]):
     CSS_PATH = "session_diff.tcss"
     BINDINGS = [
         Binding("escape,q", "close", "Close"),

@@ -1,0 +1,69 @@
+"""Frame pacing (app/screens/pacing.py): a change is drawn at once, or when the last frame is a period old."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+
+import pytest
+from textual import events
+from textual.screen import Screen
+
+from app.screens.pacing import PERIOD_S, PacedScreen
+from tests.tui.conftest import SIZE, ready
+
+def test_textual_still_has_the_hooks_pacing_relies_on() -> None:
+    # Renamed or removed in a Textual upgrade, pacing would silently stop: fail here instead.
+    assert inspect.iscoroutinefunction(Screen._on_idle)
+    assert callable(Screen._on_timer_update)
+    assert not inspect.signature(Screen._on_timer_update).parameters.keys() - {"self"}
+
+
+@pytest.mark.anyio
+async def test_a_change_is_drawn_at_once_then_paced(tui_app) -> None:  # type: ignore[no-untyped-def]
+    app = tui_app("Hello.")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        screen = app.main
+        assert isinstance(screen, PacedScreen)
+        draws: list[float] = []
+        draw_frame = screen._on_timer_update
+
+        def counting_draw() -> None:
+            draws.append(time.monotonic())
+            draw_frame()
+
+        screen._on_timer_update = counting_draw  # type: ignore[method-assign]
+
+        # The last frame is older than a period: the change is drawn in this very idle pass.
+        screen._drawn_at = time.monotonic() - 1.0
+        screen.refresh()
+        idle = events.Idle()
+        await screen._on_idle(idle)
+        assert len(draws) == 1
+        assert idle._no_default_action  # Textual's own timer was not resumed
+
+        # Just drawn: the next change waits for the rest of the period, on a single timer.
+        screen.refresh()
+        await screen._on_idle(events.Idle())
+        first_timer = screen._draw_timer
+        await screen._on_idle(events.Idle())
+        assert len(draws) == 1 and first_timer is not None and screen._draw_timer is first_timer
+        assert 0 < first_timer._interval <= PERIOD_S
+
+        deadline = time.monotonic() + 5.0
+        while len(draws) < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        assert len(draws) == 2
+        assert screen._draw_timer is None
+
+
+def test_every_screen_is_paced() -> None:
+    from app.screens.bash import BashApprovalScreen
+    from app.screens.main import MainScreen
+    from app.screens.review import EditReviewScreen
+    from app.screens.session_diff import SessionDiffScreen
+
+    for screen in (MainScreen, EditReviewScreen, BashApprovalScreen, SessionDiffScreen):
+        assert issubclass(screen, PacedScreen), screen.__name__
