@@ -18,7 +18,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
-from textual import work
+from textual import events, work
 from textual.app import App
 from textual.binding import Binding
 from textual.message import Message
@@ -36,6 +36,7 @@ from agent.workspace import SetupError, Workspace, open_workspace
 from app.messages import ApprovalRequested, EventsReady, PromptSubmitted, RunFinished, SetupFailed, WorkspaceReady
 from app.screens.bash import BashApprovalScreen
 from app.screens.main import MainScreen
+from app.screens.pacing import PacedScreen
 from app.screens.review import EditReviewScreen
 from app.screens.session_diff import SessionDiffScreen
 from app.widgets.prompt import MODE_ARGS, SLASH_COMMANDS
@@ -208,6 +209,11 @@ class RibbitApp(App[int]):
         self._last_ctrl_c = 0.0
         self._agent_thread: threading.Thread | None = None
         self.main = MainScreen()
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key) and isinstance(self.screen, PacedScreen):
+            self.screen.key_arrived()  # its echo goes out unpaced (app/screens/pacing.py)
+        await super().on_event(event)
 
     # -- lifecycle ------------------------------------------------------------------------------
 

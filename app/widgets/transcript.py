@@ -90,6 +90,43 @@ def split_blocks(text: str) -> tuple[list[str], str]:
     return blocks, "\n".join(current)
 
 
+FENCES = ("```", "~~~")
+
+
+def preview_source(block: str, rows: int, width: int, markdown: bool = True) -> str:
+    """The end of `block`: about enough source for its last `rows` lines at `width` cells.
+
+    The live panel shows only its bottom lines, and Markdown (with Pygments inside fences) costs
+    time in proportion to the text: rendering a whole long answer on every flush took 25-50 ms of
+    the UI thread while llama.cpp held the cores. A cut inside a code fence keeps the fence's
+    opening line, so the code stays highlighted in its language.
+    """
+    lines = block.split("\n")
+    width = max(1, width)
+    kept: list[str] = []
+    budget = rows
+    for line in reversed(lines):
+        if budget <= 0:
+            break
+        cells = -(-len(line) // width) or 1  # rows the line wraps to (at least)
+        if cells > budget:
+            line = line[-budget * width :]
+            cells = budget
+        kept.append(line)
+        budget -= cells
+    if len(kept) == len(lines) and kept[-1] == lines[0]:
+        return block
+    kept.reverse()
+    if markdown:
+        fence = None
+        for line in lines[: len(lines) - len(kept) + 1]:  # up to and including the first kept line
+            if line.lstrip().startswith(FENCES):
+                fence = None if fence is not None else line
+        if fence is not None and kept[0] is not fence:
+            kept.insert(0, fence)
+    return "\n".join(kept)
+
+
 def render_block(block: str) -> RenderableType:
     """One Markdown block as a Rich renderable; headings stay left-aligned, like a terminal reader."""
     stripped = block.lstrip()
@@ -132,6 +169,8 @@ class LivePanel(Widget):
 
     Streaming repaints only this small fixed region; the transcript above (which would scroll,
     and so redraw entirely) takes the finished blocks over every SETTLE_S or at the turn's end.
+    It is given source text and renders only the end of each block (`preview_source`), so a flush
+    costs the same however long the answer has grown.
     """
 
     LINES = 8
@@ -139,13 +178,15 @@ class LivePanel(Widget):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._renderables: list[RenderableType] = []
+        self._sources: list[str] = []
+        self._markdown = True
         self._lines: list[Strip] = []
         self._width = -1
-        self._cache: dict[tuple[int, int], list[Strip]] = {}
+        self._cache: dict[tuple[str, int], list[Strip]] = {}
 
-    def show(self, renderables: list[RenderableType]) -> None:
-        self._renderables = renderables
+    def show(self, sources: list[str], markdown: bool = True) -> None:
+        """Show the end of `sources` (Markdown blocks, or plain reasoning text)."""
+        self._sources, self._markdown = sources, markdown
         before = len(self._lines)
         self._width = -1
         self._render(self.size.width or self.app.size.width)
@@ -154,22 +195,28 @@ class LivePanel(Widget):
         self.refresh(layout=len(self._lines) != before)
 
     def clear(self) -> None:
-        self._renderables, self._lines = [], []
+        self._sources, self._lines = [], []
         self.display = False
+
+    def _render_source(self, source: str, width: int) -> list[Strip]:
+        # Finished blocks do not change between flushes: their previews are kept per width.
+        key = (source, width)
+        block = self._cache.get(key)
+        if block is None:
+            preview = preview_source(source, self.LINES, width, self._markdown)
+            renderable = render_block(preview) if self._markdown else Text(preview, style="italic dim")
+            block = render_strips(self, renderable, width)
+        return block
 
     def _render(self, width: int) -> list[Strip]:
         if width != self._width and width > 0:
             # Only the bottom LINES lines are shown: render from the end, and stop when full.
-            # Finished blocks are immutable, so their lines are kept per width between flushes.
             blocks: list[list[Strip]] = []
             height = 0
-            cache: dict[tuple[int, int], list[Strip]] = {}
-            for renderable in reversed(self._renderables):
-                key = (id(renderable), width)
-                block = self._cache.get(key)
-                if block is None:
-                    block = render_strips(self, renderable, width)
-                cache[key] = block
+            cache: dict[tuple[str, int], list[Strip]] = {}
+            for source in reversed(self._sources):
+                block = self._render_source(source, width)
+                cache[(source, width)] = block
                 blocks.insert(0, block)
                 height += len(block) + BLOCK_GAP
                 if height >= self.LINES:
@@ -203,7 +250,7 @@ class AssistantText(Widget):
         super().__init__(classes="assistant")
         self.text_so_far = ""
         self._frozen = 0  # characters of text_so_far already frozen into blocks
-        self.unsettled: list[RenderableType] = []
+        self.unsettled: list[str] = []  # finished blocks' source, not yet in the transcript
         self.tail = ""
         self.blocks: list[RenderableType] = []  # settled, in order; the tail joins them at the end
         self._width = -1
@@ -214,23 +261,23 @@ class AssistantText(Widget):
         self.text_so_far += text
         blocks, tail = split_blocks(self.text_so_far[self._frozen :])
         if blocks:
-            self.unsettled.extend(render_block(b) for b in blocks)
+            self.unsettled.extend(blocks)
             self._frozen = len(self.text_so_far) - len(tail)  # the open tail starts here
         self.tail = tail
 
-    def live(self) -> list[RenderableType]:
-        return self.unsettled + ([render_block(self.tail)] if self.tail.strip() else [])
+    def live(self) -> list[str]:
+        return self.unsettled + ([self.tail] if self.tail.strip() else [])
 
     async def settle(self, with_tail: bool = False, limit: int | None = None) -> None:
         """Take over finished blocks (at most `limit` of them, so one frame stays short)."""
         count = len(self.unsettled) if limit is None or with_tail else limit
         moved, self.unsettled = self.unsettled[:count], self.unsettled[count:]
         if with_tail and self.tail.strip():
-            moved.append(render_block(self.tail))
+            moved.append(self.tail)
             self.tail = ""
             self._frozen = len(self.text_so_far)
         if moved:
-            self.blocks.extend(moved)
+            self.blocks.extend(render_block(block) for block in moved)
             self.refresh(layout=True)
 
     async def finish(self) -> None:
@@ -267,8 +314,8 @@ class ReasoningBlock(Collapsible):
     def add(self, text: str) -> None:
         self.text_so_far += text
 
-    def live(self) -> list[RenderableType]:
-        return [Text(self.text_so_far.strip("\n"), style="italic dim")]
+    def live(self) -> list[str]:
+        return [self.text_so_far.strip("\n")]
 
     def settle(self) -> None:
         if self._shown != self.text_so_far:
@@ -425,7 +472,7 @@ class Transcript(VerticalScroll):
         if self._text is not None:
             self.live.show(self._text.live())
         elif self._reasoning is not None:
-            self.live.show(self._reasoning.live())
+            self.live.show(self._reasoning.live(), markdown=False)
 
     async def settle(self, final: bool = False, limit: int | None = None) -> None:
         """Move what streamed so far into the transcript (finished blocks; everything when final)."""

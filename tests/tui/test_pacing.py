@@ -58,6 +58,17 @@ async def test_a_change_is_drawn_at_once_then_paced(tui_app) -> None:  # type: i
         assert len(draws) == 2
         assert screen._draw_timer is None
 
+        # A keystroke is echoed at once, however recent the last frame.
+        screen._drawn_at = time.monotonic() + 3600  # paced, the next frame would be an hour away
+        app.post_message(events.Key("y", "y"))
+        echoed = False
+        deadline = time.monotonic() + 5.0
+        while not echoed and time.monotonic() < deadline:
+            await asyncio.sleep(0)
+            echoed = app.main.prompt.text == "y" and len(draws) == 3
+        assert echoed
+        assert screen._key_at == 0.0  # the echo went out; pacing is back on
+
 
 def test_every_screen_is_paced() -> None:
     from app.screens.bash import BashApprovalScreen
