@@ -45,12 +45,18 @@ LIVE_MODEL_NAME = "latency-bench"
 LIVE_TASK = "Write a long, detailed tutorial on Python decorators, with many code examples. Do not use tools."
 
 
-def markdown_stream(words: int = 6000) -> str:
-    """Long, realistic assistant Markdown: headings, lists, code fences, emphasis."""
-    rnd = random.Random(7)
+def markdown_stream(words: int = 3000, seed: int = 7) -> str:
+    """Long, realistic assistant output: reasoning first, then Markdown with headings, lists, emphasis,
+    short code fences and now and then a whole file in one fence (the costliest block to render)."""
+    rnd = random.Random(seed)
     vocab = "the parser returns a list of tokens so we check each branch before calling apply on it".split()
-    out, n = [], 0
+    thinking = " ".join(rnd.choice(vocab) for _ in range(600))
+    out, n = [f"<think>\n{thinking}.\n</think>\n"], 0
     while n < words:
+        if len(out) % 6 == 5:
+            body = "\n".join(f"    total += apply(item_{i}, tokens[{i}])  # branch {i}" for i in range(150))
+            out.append(f"\nThe whole module:\n\n```python\ndef run(tokens):\n    total = 0\n{body}\n    return total\n```\n")
+            n += 1200
         out.append(f"\n## Step {len(out) + 1}\n\n")
         for _ in range(3):
             sentence = " ".join(rnd.choice(vocab) for _ in range(14))
@@ -75,10 +81,12 @@ def make_repo(folder: Path) -> Path:
     return repo
 
 
-def replay_spec(folder: Path, delay: float) -> str:
+def replay_spec(folder: Path, delay: float, turns: int = 12) -> str:
+    """Turns of long output, each ending in a Glob call (no approval needed) so the agent goes on."""
     replay = folder / "bench.jsonl"
-    text = markdown_stream() if delay > 0 else "Ready."
-    replay.write_text(json.dumps({"text": text}) + "\n")
+    glob = "<tool_call>\n<function=Glob>\n<parameter=pattern>\n*.py\n</parameter>\n</function>\n</tool_call>"
+    texts = [markdown_stream(seed=turn) + "\n" + glob for turn in range(turns)] if delay > 0 else ["Ready."]
+    replay.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts))
     return f"replay:{replay}" + (f"#delay={delay}" if delay > 0 else "")
 
 

@@ -7,6 +7,7 @@ View state only; the conversation itself lives in the agent session. The app cal
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -127,6 +128,32 @@ def preview_source(block: str, rows: int, width: int, markdown: bool = True) -> 
     return "\n".join(kept)
 
 
+PIECE_LINES = 30  # a code fence is settled in pieces of at most this many lines
+
+
+def block_pieces(block: str, max_lines: int = PIECE_LINES) -> list[str]:
+    """A finished block as pieces that each render quickly (Pygments takes about 0.2 ms a line here).
+
+    A code fence longer than `max_lines` is cut into fences of the same language, drawn with no gap
+    between them; prose is never cut, since Markdown reflows a paragraph's lines.
+    """
+    lines = block.split("\n")
+    if len(lines) <= max_lines:
+        return [block]
+    pieces: list[str] = []
+    current: list[str] = []
+    fence: str | None = None
+    for line in lines:
+        if line.lstrip().startswith(FENCES):
+            fence = None if fence is not None else line
+        elif fence is not None and len(current) >= max_lines:
+            pieces.append("\n".join([*current, fence.lstrip()[:3]]))
+            current = [fence]
+        current.append(line)
+    pieces.append("\n".join(current))
+    return pieces
+
+
 def render_block(block: str) -> RenderableType:
     """One Markdown block as a Rich renderable; headings stay left-aligned, like a terminal reader."""
     stripped = block.lstrip()
@@ -239,20 +266,26 @@ class AssistantText(Widget):
 
     Finished blocks (paragraphs, lists, fences) are frozen: parsed and rendered to lines once per
     width, then served from that cache. While the turn streams they wait in `unsettled` (the live
-    panel shows them); `settle()` appends them here. Appending lines to one widget only relayouts
-    the transcript's few children; mounting a widget per block relayouted hundreds of them, which
-    made the frame a keystroke waits behind 20-40 ms long.
+    panel shows them); `settle()` queues them for the transcript, and they move in steps of at most
+    SETTLE_LINES source lines, one step a frame, so no frame renders a whole long fence at once
+    (150 lines of Python took 20-30 ms, in the frame a keystroke was waiting behind). Appending
+    lines to one widget only relayouts the transcript's few children; mounting a widget per block
+    relayouted hundreds of them.
     """
 
     DEFAULT_CSS = "AssistantText { height: auto; }"
+    SETTLE_LINES = 30
+    SETTLE_STEP_S = 0.05
 
     def __init__(self) -> None:
         super().__init__(classes="assistant")
         self.text_so_far = ""
         self._frozen = 0  # characters of text_so_far already frozen into blocks
-        self.unsettled: list[str] = []  # finished blocks' source, not yet in the transcript
+        self.unsettled: list[str] = []  # finished blocks' source, not yet queued for the transcript
         self.tail = ""
-        self.blocks: list[RenderableType] = []  # settled, in order; the tail joins them at the end
+        self.queued: deque[tuple[str, bool]] = deque()  # (piece source, joined to the piece before)
+        self.blocks: list[tuple[RenderableType, bool]] = []  # settled pieces, in order
+        self._step: Timer | None = None
         self._width = -1
         self._lines: list[Strip] = []
         self._rendered = 0  # how many of `blocks` are in `_lines`
@@ -266,32 +299,54 @@ class AssistantText(Widget):
         self.tail = tail
 
     def live(self) -> list[str]:
-        return self.unsettled + ([self.tail] if self.tail.strip() else [])
+        queued = [source for source, _ in self.queued]
+        return queued + self.unsettled + ([self.tail] if self.tail.strip() else [])
 
-    async def settle(self, with_tail: bool = False, limit: int | None = None) -> None:
-        """Take over finished blocks (at most `limit` of them, so one frame stays short)."""
-        count = len(self.unsettled) if limit is None or with_tail else limit
-        moved, self.unsettled = self.unsettled[:count], self.unsettled[count:]
+    @property
+    def settling(self) -> bool:
+        """Pieces are still on their way into the transcript."""
+        return bool(self.queued)
+
+    async def settle(self, with_tail: bool = False) -> None:
+        """Queue the finished blocks (and the open tail, when the turn is over) for the transcript."""
+        moved, self.unsettled = self.unsettled, []
         if with_tail and self.tail.strip():
             moved.append(self.tail)
             self.tail = ""
             self._frozen = len(self.text_so_far)
-        if moved:
-            self.blocks.extend(render_block(block) for block in moved)
-            self.refresh(layout=True)
+        for block in moved:
+            self.queued.extend((piece, i > 0) for i, piece in enumerate(block_pieces(block)))
+        self._settle_step()
 
     async def finish(self) -> None:
         await self.settle(with_tail=True)
+
+    def _settle_step(self) -> None:
+        """Move queued pieces in, up to SETTLE_LINES source lines (at least one piece)."""
+        self._step = None
+        budget = self.SETTLE_LINES
+        moved = False
+        while self.queued and (budget > 0 or not moved):
+            source, joined = self.queued.popleft()
+            budget -= source.count("\n") + 1 + len(source) // 200
+            self.blocks.append((render_block(source), joined))
+            moved = True
+        if moved:
+            self.refresh(layout=True)
+        if self.queued and self._step is None and self.is_attached:
+            self._step = self.set_timer(self.SETTLE_STEP_S, self._settle_step)
 
     def _lines_for(self, width: int) -> list[Strip]:
         if width <= 0:
             return []
         if width != self._width:  # a new width: everything is rendered again (a resize, rare)
             self._width, self._lines, self._rendered = width, [], 0
-        if self._rendered < len(self.blocks):
-            new = [render_strips(self, block, width) for block in self.blocks[self._rendered :]]
-            self._lines = stack_blocks([self._lines, *new], width, self.rich_style)
-            self._rendered = len(self.blocks)
+        for renderable, joined in self.blocks[self._rendered :]:
+            strips = render_strips(self, renderable, width)
+            if self._lines and strips and not joined:
+                self._lines.extend(Strip.blank(width, self.rich_style) for _ in range(BLOCK_GAP))
+            self._lines.extend(strips)
+        self._rendered = len(self.blocks)
         return self._lines
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
@@ -382,8 +437,26 @@ class ToolCard(Vertical, can_focus=True):
         self.body.update(shown)
 
 
+class EarlierEntries(Static):
+    """The first line of the transcript while older entries are out of the layout."""
+
+    def show_count(self, hidden: int) -> None:
+        self.display = hidden > 0
+        self.update(Text(f"↑ {hidden} earlier entries — scroll to the top or click to show more", style="dim italic"))
+
+    def on_click(self) -> None:
+        transcript = self.parent
+        if isinstance(transcript, Transcript):
+            transcript.reveal()
+
+
 class Transcript(VerticalScroll):
     """Keeps itself scrolled to the bottom while output arrives, unless the user scrolls up.
+
+    At most SHOWN_MAX entries take part in the layout. Every relayout (a settle, a new tool card)
+    walks each displayed widget, about 25 µs apiece here: 600 entries cost 39 ms a relayout, 120
+    cost 9. Older entries are hidden in batches while the user follows the bottom, and brought
+    back, REVEAL at a time, when the user scrolls to the top.
 
     Streamed text is buffered and written at most every STREAM_FLUSH_S: one small repaint per
     interval instead of one per token, so the event loop stays free for keystrokes.
@@ -398,7 +471,8 @@ class Transcript(VerticalScroll):
     FLUSH_MAX_CHARS = 300
     # How often finished blocks move from the live panel into the (scrolling) transcript.
     SETTLE_S = 4.0
-    SETTLE_MAX_BLOCKS = 2
+    SHOWN_MAX = 120
+    REVEAL = 40
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -410,11 +484,15 @@ class Transcript(VerticalScroll):
         self.last_input_at: Callable[[], float] = lambda: 0.0
         self.live: LivePanel | None = None
         self._settled_at = 0.0
-        self._settling = False  # a settle is moving a backlog over several ticks
         self.cards: dict[str, ToolCard] = {}
+        self.earlier = EarlierEntries("", classes="notice")
+        self._hidden: list[Widget] = []  # entries out of the layout, oldest first
 
     def on_mount(self) -> None:
         self.anchor()
+        self.mount(self.earlier)
+        self.earlier.display = False
+        self.watch(self, "scroll_y", self._scrolled, init=False)
 
     # -- streaming ------------------------------------------------------------------------------
 
@@ -441,9 +519,8 @@ class Transcript(VerticalScroll):
             self._flush_timer = self.set_timer(self.STREAM_FLUSH_S / 2, self._flush_when_quiet)
             return
         await self.flush(limit=self.FLUSH_MAX_CHARS)
-        settling = self._text is not None and self._text.unsettled and self._settling
-        if (now - self._settled_at >= self.SETTLE_S or settling) and not typing:
-            await self.settle(limit=self.SETTLE_MAX_BLOCKS)
+        if now - self._settled_at >= self.SETTLE_S and not typing:
+            await self.settle()
         if self._pending:  # a backlog (after a hold) is caught up over a few frames, not one big one
             self._pending_since = time.monotonic()
             self._flush_timer = self.set_timer(self.STREAM_FLUSH_S, self._flush_when_quiet)
@@ -474,15 +551,13 @@ class Transcript(VerticalScroll):
         elif self._reasoning is not None:
             self.live.show(self._reasoning.live(), markdown=False)
 
-    async def settle(self, final: bool = False, limit: int | None = None) -> None:
+    async def settle(self, final: bool = False) -> None:
         """Move what streamed so far into the transcript (finished blocks; everything when final)."""
-        if not self._settling:
-            self._settled_at = time.monotonic()
+        self._settled_at = time.monotonic()
         if self._reasoning is not None:
             self._reasoning.settle()
         if self._text is not None:
-            await self._text.settle(with_tail=final, limit=None if final else limit)
-            self._settling = bool(self._text.unsettled) and not final
+            await self._text.settle(with_tail=final)
         if final and self.live is not None:
             self.live.clear()
         elif not final:
@@ -493,7 +568,7 @@ class Transcript(VerticalScroll):
             if not text.strip():
                 return  # don't open an empty bubble for leading whitespace
             self._text = AssistantText()
-            await self.mount(self._text)
+            self._append(self._text)
             if self._reasoning is not None:
                 self._reasoning.settle()  # the thinking is over: it belongs in the transcript now
             text = text.lstrip("\n")
@@ -504,18 +579,58 @@ class Transcript(VerticalScroll):
             if not text.strip():
                 return
             self._reasoning = ReasoningBlock()
-            await self.mount(self._reasoning)
+            self._append(self._reasoning)
         self._reasoning.add(text)
 
     # -- entries --------------------------------------------------------------------------------
 
+    def _append(self, widget: Widget) -> None:
+        """Add an entry at the end without waiting for it to mount.
+
+        These calls come from the app's event drain; awaiting a mount there held the app's message
+        queue, keystrokes included, for the mount's frames (40-65 ms at a turn's end, measured).
+        The widget is in the DOM at once, so entries keep their order.
+        """
+        self.mount(widget)
+        self._hide_oldest()
+
+    def _hide_oldest(self) -> None:
+        """Take the oldest entries out of the layout, a batch at a time, while the user follows the end."""
+        if not self.is_vertical_scroll_end:
+            return  # the user is reading further up: move nothing under them
+        shown = [child for child in self.children if child is not self.earlier and child.display]
+        excess = len(shown) - self.SHOWN_MAX
+        if excess < self.REVEAL:
+            return
+        for widget in shown[:excess]:
+            widget.display = False
+        self._hidden.extend(shown[:excess])
+        self.earlier.show_count(len(self._hidden))
+
+    def _scrolled(self, scroll_y: float) -> None:
+        if scroll_y <= 0 and self._hidden:
+            self.reveal()
+
+    def reveal(self) -> None:
+        """Bring back the REVEAL entries just above the first one shown, keeping the view where it is."""
+        batch, self._hidden = self._hidden[-self.REVEAL :], self._hidden[: -self.REVEAL]
+        height = self.virtual_size.height
+        for widget in batch:
+            widget.display = True
+        self.earlier.show_count(len(self._hidden))
+
+        def keep_view() -> None:
+            self.scroll_to(y=max(0, self.virtual_size.height - height), animate=False, immediate=True)
+
+        self.call_after_refresh(keep_view)
+
     async def add_user(self, text: str) -> None:
         await self.end_turn()
-        await self.mount(UserMessage(text))
+        self._append(UserMessage(text))
 
     async def add_notice(self, text: str, level: str = "info") -> None:
         await self.end_turn()
-        await self.mount(Notice(text, level))
+        self._append(Notice(text, level))
 
     async def end_turn(self) -> None:
         """The assistant turn is over: freeze its text, fold its reasoning."""
@@ -532,7 +647,7 @@ class Transcript(VerticalScroll):
         await self.end_turn()
         card = ToolCard(call)
         self.cards[call.id] = card
-        await self.mount(card)
+        self._append(card)
 
     def set_tool_result(self, tool_call_id: str, output: str, is_error: bool) -> None:
         card = self.cards.get(tool_call_id)
@@ -542,4 +657,8 @@ class Transcript(VerticalScroll):
     async def clear(self) -> None:
         await self.end_turn()
         self.cards.clear()
+        self._hidden.clear()
         await self.remove_children()
+        self.earlier = EarlierEntries("", classes="notice")
+        await self.mount(self.earlier)
+        self.earlier.display = False

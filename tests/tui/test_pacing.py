@@ -78,3 +78,24 @@ def test_every_screen_is_paced() -> None:
 
     for screen in (MainScreen, EditReviewScreen, BashApprovalScreen, SessionDiffScreen):
         assert issubclass(screen, PacedScreen), screen.__name__
+
+
+def test_full_collections_wait_for_a_quiet_moment() -> None:
+    import gc
+
+    from app.app import QuietCollector
+
+    before = gc.get_threshold()
+    collector = QuietCollector()
+    collector.start()
+    try:
+        assert gc.get_threshold()[:2] == before[:2]  # young generations as usual
+        assert gc.get_threshold()[2] == QuietCollector.NEVER  # no automatic full pass
+        now = time.monotonic()
+        collector.collected_at = now - 2 * QuietCollector.EVERY_S
+        assert not collector.tick(last_key_at=now)  # someone is typing: not now
+        assert collector.tick(last_key_at=now - 2 * QuietCollector.QUIET_S)  # quiet and due
+        assert not collector.tick(last_key_at=0.0)  # just collected: not due again yet
+    finally:
+        collector.stop()
+    assert gc.get_threshold() == before
