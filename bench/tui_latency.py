@@ -51,13 +51,14 @@ def markdown_stream(words: int = 3000, seed: int = 7) -> str:
     rnd = random.Random(seed)
     vocab = "the parser returns a list of tokens so we check each branch before calling apply on it".split()
     thinking = " ".join(rnd.choice(vocab) for _ in range(600))
-    out, n = [f"<think>\n{thinking}.\n</think>\n"], 0
+    out, n, step = [f"<think>\n{thinking}.\n</think>\n"], 0, 0
     while n < words:
         if len(out) % 6 == 5:
             body = "\n".join(f"    total += apply(item_{i}, tokens[{i}])  # branch {i}" for i in range(150))
             out.append(f"\nThe whole module:\n\n```python\ndef run(tokens):\n    total = 0\n{body}\n    return total\n```\n")
             n += 1200
-        out.append(f"\n## Step {len(out) + 1}\n\n")
+        step += 1
+        out.append(f"\n## Step {step}\n\n")
         for _ in range(3):
             sentence = " ".join(rnd.choice(vocab) for _ in range(14))
             out.append(f"- **{sentence[:10]}** {sentence[10:]}.\n")
@@ -81,11 +82,13 @@ def make_repo(folder: Path) -> Path:
     return repo
 
 
-def replay_spec(folder: Path, delay: float, turns: int = 12) -> str:
-    """Turns of long output, each ending in a Glob call (no approval needed) so the agent goes on."""
+def replay_spec(folder: Path, delay: float, history: int = 0, turns: int = 12) -> str:
+    """`history` short steps (a late session's transcript), then turns of long output; every turn
+    ends in a Glob call (no approval needed) so the agent goes on."""
     replay = folder / "bench.jsonl"
     glob = "<tool_call>\n<function=Glob>\n<parameter=pattern>\n*.py\n</parameter>\n</function>\n</tool_call>"
-    texts = [markdown_stream(seed=turn) + "\n" + glob for turn in range(turns)] if delay > 0 else ["Ready."]
+    short = [f"<think>\nLook again ({i}).\n</think>\nChecking the files ({i}).\n{glob}" for i in range(history)]
+    texts = short + [markdown_stream(seed=turn) + "\n" + glob for turn in range(turns)] if delay > 0 else ["Ready."]
     replay.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts))
     return f"replay:{replay}" + (f"#delay={delay}" if delay > 0 else "")
 
@@ -128,13 +131,29 @@ class EndlessTurn:
         yield chunk
 
 
-def serve(repo: str, spec: str, report: str) -> int:
-    """The pty child for `--models`: the real app on the real model, kept streaming."""
-    from app.app import make_app
+def serve(repo: str, spec: str, report: str, history: str = "0") -> int:
+    """The pty child for `--models`: the real app on the real model, kept streaming.
+
+    With `history`, the transcript first gets that many finished steps (reasoning, text, a tool
+    card each), drawn as a late session's would be; the model's context is not touched.
+    """
+    from app.app import AppConfig, RibbitApp
+    from models.chat import ToolCall
     from models.spec import load_model
 
+    class LateSessionApp(RibbitApp):
+        async def _start(self) -> None:
+            transcript = self.main.transcript
+            for i in range(int(history)):
+                await transcript.stream_reasoning(f"Look again ({i}).")
+                await transcript.stream_text(f"Checking the files ({i}).")
+                call = ToolCall(id=f"h{i}", name="Glob", arguments={"pattern": "*.py"})
+                await transcript.add_tool_call(call)
+                transcript.set_tool_result(call.id, "calc.py", False)
+            await super()._start()
+
     model = EndlessTurn(load_model(spec, context=8192), tokens=100_000, report=Path(report))
-    return make_app(Path(repo), model, mode="ask", no_sandbox=True).run() or 0
+    return LateSessionApp(AppConfig(repo=Path(repo), model=model, no_sandbox=True)).run() or 0
 
 
 class Terminal:
@@ -223,12 +242,14 @@ class Stream:
 
     delay: float = 0.0
     model: str | None = None
+    history: int = 0  # finished steps before the stream: a late session's transcript
 
     @property
     def label(self) -> str:
+        late = f", {self.history} steps in" if self.history else ""
         if self.model is not None:
-            return f"{self.model} (llama.cpp)"
-        return f"{1 / self.delay:g} tok/s" if self.delay else "idle"
+            return f"{self.model} (llama.cpp){late}"
+        return (f"{1 / self.delay:g} tok/s" if self.delay else "idle") + late
 
 
 def percentile(ordered: list[float], q: float) -> float:
@@ -247,12 +268,16 @@ def measure(
             COLORTERM="truecolor",
         )
         if stream.model is not None:
-            argv = [sys.executable, "-m", "bench.tui_latency", "--serve", str(repo), stream.model, str(report)]
+            argv = [
+                sys.executable, "-m", "bench.tui_latency", "--serve", str(repo), stream.model, str(report),
+                str(stream.history),
+            ]
             ready, task, streaming = LIVE_MODEL_NAME.encode(), LIVE_TASK, b"tok/s"
         else:
-            spec = replay_spec(folder, stream.delay)
+            spec = replay_spec(folder, stream.delay, stream.history)
             argv = [sys.executable, "-m", "app.cli", "--repo", str(repo), "--model", spec, "--no-sandbox"]
-            ready, task, streaming = b"bench.jsonl", "explain the parser", b"Step 1" if stream.delay else b"Ready."
+            ready, task = b"bench.jsonl", "explain the parser"
+            streaming = b"Step 1" if stream.delay else b"Ready."  # the long output's first heading
         term = Terminal(argv, env, size)
         try:
             term.wait_for(ready, timeout=300)  # the status bar names the model once the session is open
@@ -299,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.tui_latency", description=__doc__.split("\n\n")[0])
     parser.add_argument("--delays", default="0,0.02,0.005", help="replay streams, seconds per token (0 = idle); '' = none")
     parser.add_argument("--models", default="", help="real models streaming through llama.cpp, e.g. 'default' or a GGUF path")
+    parser.add_argument("--history", type=int, default=0, help="streams start after this many finished steps")
     parser.add_argument("--presses", type=int, default=40)
     parser.add_argument("--size", default="120x40", help="terminal COLSxROWS")
     parser.add_argument("--seed", type=int, default=1)
@@ -308,14 +334,14 @@ def main(argv: list[str] | None = None) -> int:
         "0.6-1.5 = isolated keys, which the transcript's hold-while-typing never protects)",
     )
     parser.add_argument("--json", default=None, help="also write the results to FILE")
-    parser.add_argument("--serve", nargs=3, metavar=("REPO", "SPEC", "REPORT"), help=argparse.SUPPRESS)
+    parser.add_argument("--serve", nargs=4, metavar=("REPO", "SPEC", "REPORT", "HISTORY"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
         return serve(*args.serve)
     cols, rows = (int(x) for x in args.size.lower().split("x"))
     low, high = (float(x) for x in args.gap.split("-"))
-    streams = [Stream(delay=float(d)) for d in args.delays.split(",") if d.strip()]
-    streams += [Stream(model=m.strip()) for m in args.models.split(",") if m.strip()]
+    streams = [Stream(delay=float(d), history=args.history) for d in args.delays.split(",") if d.strip()]
+    streams += [Stream(model=m.strip(), history=args.history) for m in args.models.split(",") if m.strip()]
     results = []
     print(
         f"keystroke-to-screen latency, {cols}x{rows} pty, {args.presses} presses per run, "

@@ -454,8 +454,8 @@ class Transcript(VerticalScroll):
     """Keeps itself scrolled to the bottom while output arrives, unless the user scrolls up.
 
     At most SHOWN_MAX entries take part in the layout. Every relayout (a settle, a new tool card)
-    walks each displayed widget, about 25 µs apiece here: 600 entries cost 39 ms a relayout, 120
-    cost 9. Older entries are hidden in batches while the user follows the bottom, and brought
+    walks each displayed widget (an entry is one to four), about 25 µs apiece here and twice that
+    while llama.cpp holds the cores: 600 entries cost 39 ms a relayout, 120 cost 9. Older entries are hidden in batches while the user follows the bottom, and brought
     back, REVEAL at a time, when the user scrolls to the top.
 
     Streamed text is buffered and written at most every STREAM_FLUSH_S: one small repaint per
@@ -471,8 +471,8 @@ class Transcript(VerticalScroll):
     FLUSH_MAX_CHARS = 300
     # How often finished blocks move from the live panel into the (scrolling) transcript.
     SETTLE_S = 4.0
-    SHOWN_MAX = 120
-    REVEAL = 40
+    SHOWN_MAX = 40  # a screenful is a dozen entries; scrolling up brings back more
+    REVEAL = 20
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
