@@ -109,6 +109,16 @@ class AgentSession:
 
     # -- public API -----------------------------------------------------------------------------
 
+    def use_model(self, model: ChatModel) -> None:
+        """Go on with this conversation on another model (the TUI's `/model SPEC`).
+
+        The messages so far stay; the parser and the system prompt follow the new model's dialect.
+        Call it only between runs.
+        """
+        self.model = model
+        self.parser = parser_for(model.info.dialect, self.specs)
+        self.messages[0] = ChatMessage(role="system", content=self._system_prompt())
+
     def run(self, task: str) -> SummaryEvent:
         """Work on `task` until the model finishes or a limit is hit; can be called again (follow-ups)."""
         self.cancel_event.clear()

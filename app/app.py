@@ -31,9 +31,11 @@ from agent.events import (
     TextDelta, ToolCallEvent, ToolResultEvent, TurnStarted, UsageEvent,
 )
 from agent.journal import JournalError
-from agent.loop import Limits
+from agent.loop import AgentSession, Limits
 from agent.workspace import SetupError, Workspace, open_workspace
-from app.messages import ApprovalRequested, EventsReady, PromptSubmitted, RunFinished, SetupFailed, WorkspaceReady
+from app.messages import (
+    ApprovalRequested, EventsReady, ModelLoaded, PromptSubmitted, RunFinished, SetupFailed, WorkspaceReady,
+)
 from app.screens.bash import BashApprovalScreen
 from app.screens.main import MainScreen
 from app.screens.pacing import PacedScreen
@@ -296,12 +298,8 @@ class RibbitApp(App[int]):
     async def on_workspace_ready(self, message: WorkspaceReady) -> None:
         self.workspace = message.workspace
         session = self.workspace.session
-        info = session.model.info
         status = self.main.status
-        status.model_name = info.name
-        status.quantization = info.quantization
-        status.context_limit = min(session.limits.context, info.context_length or session.limits.context)
-        status.context_used = session.model.context_used()
+        self.show_model(session)
         status.max_steps = session.limits.max_steps
         status.sandboxed = self.workspace.runner.sandboxed
         status.mode = session.changes.policy.mode
@@ -311,6 +309,13 @@ class RibbitApp(App[int]):
         if self.pending_task is not None:
             task, self.pending_task = self.pending_task, None
             self.start_task(task)
+
+    def show_model(self, session: AgentSession) -> None:
+        info, status = session.model.info, self.main.status
+        status.model_name = info.name
+        status.quantization = info.quantization
+        status.context_limit = min(session.limits.context, info.context_length or session.limits.context)
+        status.context_used = session.model.context_used()
 
     async def on_setup_failed(self, message: SetupFailed) -> None:
         self.main.status.model_name = "no model"
@@ -514,7 +519,7 @@ class RibbitApp(App[int]):
             self.action_quit_app()
         elif command == "/help":
             await transcript.add_notice(HELP_TEXT)
-        elif command == "/model":
+        elif command == "/model" and not arg:
             await transcript.add_notice(self.describe_model())
         elif command not in SLASH_COMMANDS:
             await transcript.add_notice(f"unknown command {command}; /help lists them", "error")
@@ -524,6 +529,10 @@ class RibbitApp(App[int]):
             await self.set_mode(arg)
         elif self.busy:
             await transcript.add_notice(f"{command} waits until the agent stops; press Esc to stop it", "warning")
+        elif command == "/model":
+            await transcript.add_notice(f"loading {arg}…")
+            self.main.status.activity = "loading model"
+            self.load_other_model(arg)
         elif command == "/diff":
             self.push_screen(SessionDiffScreen(self.session_changes()))
         elif command == "/undo":
@@ -560,7 +569,36 @@ class RibbitApp(App[int]):
         if info.path:
             parts.append(info.path)
         parts.append(f"context {info.context_length}")
-        return "model: " + " · ".join(parts) + ". To change it, restart with --model SPEC (or set RIBBIT_MODEL)."
+        return "model: " + " · ".join(parts) + ". /model SPEC switches (a GGUF path, default, openai:URL, replay:FILE)."
+
+    @work(thread=True, exclusive=True, group="setup")
+    def load_other_model(self, spec: str) -> None:
+        try:
+            model = load_model(spec, context=self.config.context)
+        except (ModelError, OSError) as exc:
+            self.post_message(ModelLoaded(spec, error=str(exc)))
+            return
+        self.post_message(ModelLoaded(spec, model=model))
+
+    async def on_model_loaded(self, message: ModelLoaded) -> None:
+        """Switch the session to the loaded model; the conversation goes on from where it is."""
+        self.main.status.activity = ""
+        transcript = self.main.transcript
+        if message.model is None or self.workspace is None:
+            await transcript.add_notice(f"/model: {message.error or 'the session is not open'}", "error")
+            return
+        if self.busy:  # a task started while it loaded: keep the model the task runs on
+            message.model.close()
+            await transcript.add_notice("/model: the agent started working; switch again when it stops", "warning")
+            return
+        old, self.model = self.model, message.model
+        session = self.workspace.session
+        session.use_model(message.model)
+        self.bridge.context_used = message.model.context_used
+        self.show_model(session)
+        if old is not None and old is not message.model:
+            old.close()
+        await transcript.add_notice(self.describe_model())
 
     @work(thread=True, exclusive=True, group="undo")
     def undo(self) -> None:

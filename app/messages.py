@@ -16,6 +16,7 @@ from agent.approvals import ApprovalDecision, ApprovalRequest
 
 if TYPE_CHECKING:
     from agent.workspace import Workspace
+    from models.base import ChatModel
 
 
 @dataclass
@@ -38,6 +39,15 @@ class ApprovalRequested(Message):
 @dataclass
 class WorkspaceReady(Message):
     workspace: Workspace
+
+
+@dataclass
+class ModelLoaded(Message):
+    """`/model SPEC` loaded a model (or could not: `error`, one line for the user)."""
+
+    spec: str
+    model: ChatModel | None = None
+    error: str | None = None
 
 
 @dataclass

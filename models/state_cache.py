@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import json
+import mmap
 import os
 import time
 from dataclasses import dataclass, field
@@ -35,23 +36,34 @@ def state_size(llm: Any) -> int:
     return int(llama_cpp.llama_state_get_size(llm.ctx))
 
 
-def capture_state(llm: Any) -> bytes:
-    """The whole context state (KV cache, recurrent state, logits) as bytes."""
+# A captured state: bytes, or a view of the anonymous mapping capture_state wrote it into.
+StateData = bytes | memoryview
+
+
+def capture_state(llm: Any) -> StateData:
+    """The whole context state (KV cache, recurrent state, logits), tens of MB on a long context.
+
+    It goes into a fresh anonymous mapping and stays there: Python never zero-fills or copies it.
+    Allocating and copying a 69 MB state as Python objects held the GIL for 270-300 ms each here
+    (first-touch page faults), freezing the TUI thread; llama.cpp fills the mapping with the GIL
+    released.
+    """
     import llama_cpp
 
     size = llama_cpp.llama_state_get_size(llm.ctx)
-    buffer = (ctypes.c_uint8 * size)()
-    written = llama_cpp.llama_state_get_data(llm.ctx, buffer, size)
+    mapping = mmap.mmap(-1, max(1, size))
+    written = llama_cpp.llama_state_get_data(llm.ctx, (ctypes.c_uint8 * size).from_buffer(mapping), size)
     if written > size:
         raise RuntimeError("llama.cpp wrote more state than it announced")
-    return bytes(memoryview(buffer)[:written])
+    return memoryview(mapping)[:written]
 
 
-def restore_state(llm: Any, data: bytes, tokens: list[int]) -> bool:
+def restore_state(llm: Any, data: StateData, tokens: list[int]) -> bool:
     """Put a captured state back; `tokens` are the tokens it holds. False if llama.cpp refused it."""
     import llama_cpp
 
-    buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+    array = ctypes.c_uint8 * len(data)
+    buffer = array.from_buffer(data) if isinstance(data, memoryview) and not data.readonly else array.from_buffer_copy(data)
     if llama_cpp.llama_state_set_data(llm.ctx, buffer, len(data)) != len(data):
         return False
     _set_tokens(llm, tokens)
@@ -68,7 +80,7 @@ class Snapshot:
     """A point of the token stream: the evaluated tokens and the backend bookkeeping that goes with them."""
 
     tokens: list[int]
-    data: bytes
+    data: StateData
     # Fingerprints of the messages these tokens cover (see LlamaCppModel); None for a prompt-prefix snapshot.
     consumed: list[str] | None = None
     pending: list[int] = field(default_factory=list)

@@ -17,7 +17,7 @@ SLASH_COMMANDS: dict[str, str] = {
     "/undo": "revert the last applied change",
     "/clear": "clear the transcript and start a new conversation",
     "/mode": "show or set the approval mode: /mode ask|auto-edit|full-auto",
-    "/model": "show the model in use and how to change it",
+    "/model": "show the model in use, or switch to another: /model SPEC",
     "/quit": "quit ribbit",
 }
 MODE_ARGS = ("ask", "auto-edit", "full-auto")

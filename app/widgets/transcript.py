@@ -323,7 +323,9 @@ class AssistantText(Widget):
 
     def _settle_step(self) -> None:
         """Move queued pieces in, up to SETTLE_LINES source lines (at least one piece)."""
-        self._step = None
+        if self._step is not None:
+            self._step.stop()
+            self._step = None
         budget = self.SETTLE_LINES
         moved = False
         while self.queued and (budget > 0 or not moved):
@@ -333,8 +335,12 @@ class AssistantText(Widget):
             moved = True
         if moved:
             self.refresh(layout=True)
-        if self.queued and self._step is None and self.is_attached:
-            self._step = self.set_timer(self.SETTLE_STEP_S, self._settle_step)
+        if self.queued and self.is_attached:
+            self._step = self.set_timer(self.SETTLE_STEP_S, self._step_due)
+
+    def _step_due(self) -> None:
+        self._step = None  # this timer has fired; nothing to stop
+        self._settle_step()
 
     def _lines_for(self, width: int) -> list[Strip]:
         if width <= 0:
@@ -455,8 +461,9 @@ class Transcript(VerticalScroll):
 
     At most SHOWN_MAX entries take part in the layout. Every relayout (a settle, a new tool card)
     walks each displayed widget (an entry is one to four), about 25 µs apiece here and twice that
-    while llama.cpp holds the cores: 600 entries cost 39 ms a relayout, 120 cost 9. Older entries are hidden in batches while the user follows the bottom, and brought
-    back, REVEAL at a time, when the user scrolls to the top.
+    while llama.cpp holds the cores: 600 entries cost 39 ms a relayout, 120 cost 9. Older entries
+    are hidden in batches while the user follows the bottom, and brought back, REVEAL at a time,
+    when the user scrolls to the top.
 
     Streamed text is buffered and written at most every STREAM_FLUSH_S: one small repaint per
     interval instead of one per token, so the event loop stays free for keystrokes.

@@ -136,3 +136,27 @@ def test_snapshots_over_the_budget_are_not_taken(state_dir):
         assert model.restore_system_snapshot() is False
     finally:
         model.close()
+
+
+def test_a_captured_state_lives_in_its_own_mapping_and_restores_exactly(state_dir):
+    import mmap
+
+    from models.state_cache import capture_state, restore_state
+
+    model = make_model(state_dir, persist_states=False)
+    try:
+        prefill_only(model, [SYSTEM, ChatMessage(role="user", content="Name a fruit.")])
+        tokens = model.stream_tokens()
+        data = capture_state(model.llm)
+        # Not a Python copy: a view of the anonymous mapping llama.cpp wrote into (no GIL-held memcpy).
+        assert isinstance(data, memoryview) and isinstance(data.obj, mmap.mmap) and len(data) > 0
+        model.llm.reset()
+        prefill_only(model, [SYSTEM, ChatMessage(role="user", content="Something else entirely, please.")])
+        next_token = model.llm.tokenize(b" apple", add_bos=False)[0]
+        for state in (data, bytes(data)):  # the mapping, and a plain bytes copy of it
+            assert restore_state(model.llm, state, tokens)
+            assert model.stream_tokens() == tokens
+            model.llm.eval([next_token])  # the restored context goes on exactly as the original would
+            assert_same_logits(model.last_logits(), fresh_logits(tokens + [next_token]))
+    finally:
+        model.close()

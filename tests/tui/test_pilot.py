@@ -278,3 +278,27 @@ async def test_escape_stops_a_running_tool(tui_app) -> None:
         assert "Command stopped by the user" in (card.output or "")
         assert any("stopped by the user" in n for n in notices(app, "warning"))
         assert not app.busy
+
+
+async def test_model_command_switches_models_and_the_conversation_goes_on(tui_app, replay_file, tmp_path: Path) -> None:
+    app = tui_app("First model here.")
+    other = replay_file(READ_CALC, "Second model: calc.py read.", name="other.jsonl")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, "hello")
+        await idle(pilot)
+
+        await send(pilot, f"/model {tmp_path / 'missing.gguf'}")
+        await wait_for(pilot, lambda: any(n.startswith("✗ /model:") for n in notices(app, "error")), what="error")
+        assert app.main.status.model_name.endswith("replay.jsonl")  # still the first model
+
+        await send(pilot, f"/model replay:{other}")
+        await wait_for(pilot, lambda: app.main.status.model_name == "replay:other.jsonl", what="the switch")
+        await send(pilot, "read calc.py")
+        await idle(pilot)
+        session = app.workspace.session
+        assert [m.content for m in session.messages if m.role == "user"] == ["hello", "read calc.py"]
+        assert session.messages[2].content == "First model here."  # the earlier turn is kept
+        assert any(m.role == "tool" and "return a - b" in m.content for m in session.messages)
+        texts = [t.text_so_far for t in app.main.transcript.query(AssistantText)]
+        assert texts[0] == "First model here." and texts[-1] == "Second model: calc.py read."
