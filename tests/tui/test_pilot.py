@@ -48,6 +48,10 @@ async def test_approve_edit(tui_app, repo: Path) -> None:
         # Reasoning was streamed into its own block and folded when the turn ended.
         blocks = list(app.main.transcript.query(ReasoningBlock))
         assert len(blocks) == 1 and blocks[0].collapsed
+        assert [line.text.strip() for line in blocks[0].lines_for(100)] == ["▶ Thought (2 words)"]
+        await pilot.click(blocks[0])  # opens it again
+        assert not blocks[0].collapsed
+        assert "calc.py subtracts." in " ".join(line.text for line in blocks[0].lines_for(100))
         assert "Fixed." in app.main.transcript.query(AssistantText).last().text_so_far
         assert app.main.status.step == 3
 

@@ -126,7 +126,7 @@ async def test_a_long_fence_settles_in_steps_and_reads_as_one(tui_app) -> None: 
                 await pilot.pause(0.05)
             assert max(steps) <= AssistantText.SETTLE_LINES + PIECE_LINES + 2
             assert len(steps) > 1  # the fence did not land in one frame
-            rows = [strip.text.strip() for strip in text._lines_for(text.size.width)]
+            rows = [strip.text.strip() for strip in text.lines_for(text.size.width)]
             shown = [row for row in rows if row.startswith("value_")]
             assert shown == code  # every line, in order
             first, last = rows.index(code[0]), rows.index(code[-1])
