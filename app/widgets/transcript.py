@@ -15,9 +15,8 @@ from rich.console import RenderableType
 from rich.markdown import Markdown as RichMarkdown
 from rich.style import Style
 from rich.text import Text
-from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import VerticalScroll
 from textual.geometry import Size
 from textual.reactive import reactive
 from textual.strip import Strip
@@ -419,40 +418,53 @@ class ReasoningBlock(LineWidget, can_focus=True):
         return self._lines
 
 
-class ToolCard(Vertical, can_focus=True):
-    """One tool call: tool and arguments on a line; the result folded to a few lines."""
+class ToolCard(LineWidget, can_focus=True):
+    """One tool call: tool and arguments on a line; the result folded to a few lines.
 
+    One widget drawing its own lines (colours from its component classes): a container with a
+    header and a body widget cost a compose and extra relayouts for every call.
+    """
+
+    COMPONENT_CLASSES = {"tool-card--running", "tool-card--done", "tool-card--error", "tool-card--body"}
     BINDINGS = [Binding("enter,space", "toggle", "Expand", show=False)]
-    expanded: reactive[bool] = reactive(False)
+    expanded: reactive[bool] = reactive(False, layout=True)
+    DEFAULT_CSS = "ToolCard { height: auto; }"
 
     def __init__(self, call: ToolCall) -> None:
         super().__init__(classes="tool-card running")
         self.call = call
         self.output: str | None = None
         self.is_error = False
-        self.header = Static(self._header_text("…"), classes="tool-header")
-        self.body = Static("", classes="tool-body")
+        self._key: tuple[int, str | None, bool] | None = None
+        self._lines: list[Strip] = []
 
-    def compose(self) -> ComposeResult:
-        yield self.header
-        yield self.body
+    @property
+    def state(self) -> str:
+        return "running" if self.output is None else "error" if self.is_error else "done"
 
-    def _header_text(self, state: str) -> Text:
-        text = Text()
-        text.append(f"{state} ", style="bold")
-        text.append(self.call.name, style="bold")
+    def header_text(self) -> Text:
+        mark = {"running": "…", "done": "✓", "error": "✗"}[self.state]
+        text = Text(style=self.get_component_rich_style(f"tool-card--{self.state}", partial=True))
+        text.append(f"{mark} {self.call.name}", style="bold")
         text.append("  " + summarize_call(self.call))
         return text
+
+    def body_text(self) -> Text | None:
+        if self.output is None:
+            return None
+        lines = self.output.rstrip("\n").splitlines() or ["(empty)"]
+        style = self.get_component_rich_style("tool-card--body", partial=True)
+        if self.expanded or len(lines) <= FOLDED_LINES:
+            return Text("\n".join(lines), style=style)
+        shown = Text("\n".join(lines[:FOLDED_LINES]), style=style)
+        shown.append(f"\n… {len(lines) - FOLDED_LINES} more lines (Enter or click to expand)", style="dim italic")
+        return shown
 
     def set_result(self, output: str, is_error: bool) -> None:
         self.output, self.is_error = output, is_error
         self.remove_class("running")
         self.add_class("error" if is_error else "done")
-        self.header.update(self._header_text("✗" if is_error else "✓"))
-        self._render_body()
-
-    def watch_expanded(self) -> None:
-        self._render_body()
+        self.refresh(layout=True)
 
     def action_toggle(self) -> None:
         self.expanded = not self.expanded
@@ -460,16 +472,15 @@ class ToolCard(Vertical, can_focus=True):
     def on_click(self) -> None:
         self.action_toggle()
 
-    def _render_body(self) -> None:
-        if self.output is None:
-            return
-        lines = self.output.rstrip("\n").splitlines() or ["(empty)"]
-        if self.expanded or len(lines) <= FOLDED_LINES:
-            self.body.update(Text("\n".join(lines)))
-            return
-        shown = Text("\n".join(lines[:FOLDED_LINES]))
-        shown.append(f"\n… {len(lines) - FOLDED_LINES} more lines (Enter or click to expand)", style="dim italic")
-        self.body.update(shown)
+    def lines_for(self, width: int) -> list[Strip]:
+        key = (width, self.output, self.expanded)
+        if width > 0 and key != self._key:
+            lines = render_strips(self, self.header_text(), width)
+            body = self.body_text()
+            if body is not None:
+                lines += render_strips(self, body, width)
+            self._key, self._lines = key, lines
+        return self._lines
 
 
 class EarlierEntries(Static):

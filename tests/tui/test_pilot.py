@@ -262,10 +262,12 @@ async def test_tool_card_folds_long_results(tui_app, repo: Path) -> None:
         await send(pilot, "read")
         await idle(pilot)
         good, bad = list(app.main.transcript.query(ToolCard))
-        assert "26 more lines" in str(good.body.render())
+        assert "26 more lines" in str(good.body_text())
+        assert len(good.lines_for(100)) == 1 + 4 + 1  # the call, four lines, the fold note
         good.action_toggle()
         await pilot.pause()
-        assert "row 29" in str(good.body.render())
+        assert "row 29" in str(good.body_text())
+        assert len(good.lines_for(100)) == 1 + 30
         assert bad.is_error and bad.has_class("error")
 
 
