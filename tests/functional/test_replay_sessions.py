@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 from tests.conftest import tree_bytes, xml_call
@@ -194,7 +195,7 @@ def test_core_packages_never_import_textual():
         "bad = [m for m in sys.modules if m == 'textual' or m.startswith('textual.')]\n"
         "print(bad); sys.exit(1 if bad else 0)"
     )
-    proc = subprocess.run(["python", "-c", code], capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
