@@ -37,8 +37,8 @@ class MainScreen(PacedScreen[None]):
 
     def on_mount(self) -> None:
         self.query_one(CommandHints).display = False
-        prompt = self.prompt
-        self.transcript.last_input_at = lambda: prompt.last_key_at
+        # The app stamps every key (RibbitApp.on_event); the transcript holds repaints back while you type.
+        self.transcript.last_input_at = lambda: getattr(self.app, "last_key_at", 0.0)
         self.transcript.live = self.query_one(LivePanel)
 
     def on_text_area_changed(self, event: TextArea.Changed) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -70,10 +69,8 @@ class PromptInput(TextArea):
         self.prompt_history: list[str] = []
         self._history_index: int | None = None
         self._draft = ""
-        self.last_key_at = 0.0  # read by the transcript, which holds repaints back while you type
 
     async def _on_key(self, event: events.Key) -> None:
-        self.last_key_at = time.monotonic()
         if event.key == "enter":
             event.stop()
             event.prevent_default()
