@@ -46,9 +46,12 @@ class PacedScreen(Screen[ScreenResultType]):
             or self._recompose_required or self._dirty_widgets
         )
 
+    def _may_draw(self) -> bool:
+        return self.is_current and not self.app._batch_count and self._needs_frame()
+
     async def _on_idle(self, event: events.Idle) -> None:
         # Not dirty: Screen._on_idle runs next (the dispatcher walks the MRO) and runs callbacks.
-        if self.is_current and not self.app._batch_count and self._needs_frame():
+        if self._may_draw():
             event.prevent_default()  # Screen._on_idle would resume its timer
             now = time.monotonic()
             wait = self._drawn_at + PERIOD_S - now
@@ -59,7 +62,7 @@ class PacedScreen(Screen[ScreenResultType]):
 
     def _draw_due(self) -> None:
         self._draw_timer = None
-        if self.is_current and not self.app._batch_count and self._needs_frame():
+        if self._may_draw():
             self._draw()
 
     def _draw(self) -> None:

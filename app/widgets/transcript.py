@@ -191,10 +191,29 @@ def stack_blocks(blocks: list[list[Strip]], width: int, style: Style) -> list[St
 
 
 class LineWidget(Widget):
-    """A widget that draws lines it rendered itself (and keeps): subclasses say which, per width."""
+    """A widget that draws lines it rendered itself (and keeps): subclasses say which, per width.
+
+    By default the lines are rebuilt only when `lines_key` changes; widgets that grow (the
+    assistant's text, the live panel) override `lines_for` with their own incremental cache.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._lines: list[Strip] = []
+        self._built_for: object = None
+
+    def lines_key(self, width: int) -> object:
+        """Everything the lines depend on, the width included: a change rebuilds them."""
+        return width
+
+    def build_lines(self, width: int) -> list[Strip]:
+        raise NotImplementedError
 
     def lines_for(self, width: int) -> list[Strip]:
-        raise NotImplementedError
+        key = self.lines_key(width)
+        if width > 0 and key != self._built_for:
+            self._lines, self._built_for = self.build_lines(width), key
+        return self._lines
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return len(self.lines_for(width))
@@ -220,7 +239,6 @@ class LivePanel(LineWidget):
         super().__init__(**kwargs)
         self._sources: list[str] = []
         self._markdown = True
-        self._lines: list[Strip] = []
         self._width = -1
         self._cache: dict[tuple[str, int], list[Strip]] = {}
 
@@ -294,7 +312,6 @@ class AssistantText(LineWidget):
         self.blocks: list[tuple[RenderableType, bool]] = []  # settled pieces, in order
         self._step: Timer | None = None
         self._width = -1
-        self._lines: list[Strip] = []
         self._rendered = 0  # how many of `blocks` are in `_lines`
 
     async def add(self, text: str) -> None:
@@ -323,16 +340,12 @@ class AssistantText(LineWidget):
             self._frozen = len(self.text_so_far)
         for block in moved:
             self.queued.extend((piece, i > 0) for i, piece in enumerate(block_pieces(block)))
-        self._settle_step()
-
-    async def finish(self) -> None:
-        await self.settle(with_tail=True)
+        if self._step is None:  # else the pending step takes these too, a frame's worth at a time
+            self._settle_step()
 
     def _settle_step(self) -> None:
         """Move queued pieces in, up to SETTLE_LINES source lines (at least one piece)."""
-        if self._step is not None:
-            self._step.stop()
-            self._step = None
+        self._step = None
         budget = self.SETTLE_LINES
         moved = False
         while self.queued and (budget > 0 or not moved):
@@ -343,11 +356,7 @@ class AssistantText(LineWidget):
         if moved:
             self.refresh(layout=True)
         if self.queued and self.is_attached:
-            self._step = self.set_timer(self.SETTLE_STEP_S, self._step_due)
-
-    def _step_due(self) -> None:
-        self._step = None  # this timer has fired; nothing to stop
-        self._settle_step()
+            self._step = self.set_timer(self.SETTLE_STEP_S, self._settle_step)
 
     def lines_for(self, width: int) -> list[Strip]:
         if width <= 0:
@@ -380,8 +389,6 @@ class ReasoningBlock(LineWidget, can_focus=True):
         super().__init__(classes="reasoning")
         self.text_so_far = ""
         self._shown = ""  # the text the transcript shows; the live panel shows the rest as it comes
-        self._key: tuple[int, str, str, bool] | None = None
-        self._lines: list[Strip] = []
 
     def add(self, text: str) -> None:
         self.text_so_far += text
@@ -395,7 +402,7 @@ class ReasoningBlock(LineWidget, can_focus=True):
             self.refresh(layout=True)
 
     def finish(self) -> None:
-        self.settle()
+        """Fold to the title line (the text was settled with the rest of the turn)."""
         words = len(self.text_so_far.split())
         self.title = f"Thought ({words} words)"
         self.collapsed = True
@@ -406,16 +413,16 @@ class ReasoningBlock(LineWidget, can_focus=True):
     def on_click(self) -> None:
         self.action_toggle()
 
-    def lines_for(self, width: int) -> list[Strip]:
-        key = (width, self.title, self._shown, self.collapsed)
-        if width > 0 and key != self._key:
-            title = Text(("▶ " if self.collapsed else "▼ ") + self.title, style="bold")
-            lines = render_strips(self, title, width)
-            body = self._shown.strip("\n")
-            if not self.collapsed and body:
-                lines += render_strips(self, Text(body, style="italic"), width)
-            self._key, self._lines = key, lines
-        return self._lines
+    def lines_key(self, width: int) -> object:
+        return (width, self.title, self._shown, self.collapsed)
+
+    def build_lines(self, width: int) -> list[Strip]:
+        title = Text(("▶ " if self.collapsed else "▼ ") + self.title, style="bold")
+        lines = render_strips(self, title, width)
+        body = self._shown.strip("\n")
+        if not self.collapsed and body:
+            lines += render_strips(self, Text(body, style="italic"), width)
+        return lines
 
 
 class ToolCard(LineWidget, can_focus=True):
@@ -435,8 +442,6 @@ class ToolCard(LineWidget, can_focus=True):
         self.call = call
         self.output: str | None = None
         self.is_error = False
-        self._key: tuple[int, str | None, bool] | None = None
-        self._lines: list[Strip] = []
 
     @property
     def state(self) -> str:
@@ -472,15 +477,15 @@ class ToolCard(LineWidget, can_focus=True):
     def on_click(self) -> None:
         self.action_toggle()
 
-    def lines_for(self, width: int) -> list[Strip]:
-        key = (width, self.output, self.expanded)
-        if width > 0 and key != self._key:
-            lines = render_strips(self, self.header_text(), width)
-            body = self.body_text()
-            if body is not None:
-                lines += render_strips(self, body, width)
-            self._key, self._lines = key, lines
-        return self._lines
+    def lines_key(self, width: int) -> object:
+        return (width, self.output, self.expanded)
+
+    def build_lines(self, width: int) -> list[Strip]:
+        lines = render_strips(self, self.header_text(), width)
+        body = self.body_text()
+        if body is not None:
+            lines += render_strips(self, body, width)
+        return lines
 
 
 class EarlierEntries(Static):
@@ -682,10 +687,8 @@ class Transcript(VerticalScroll):
     async def end_turn(self) -> None:
         """The assistant turn is over: freeze its text, fold its reasoning."""
         await self.flush()
-        await self.settle(final=True)
-        if self._text is not None:
-            await self._text.finish()
-            self._text = None
+        await self.settle(final=True)  # the text's tail and all; the reasoning's last words
+        self._text = None
         if self._reasoning is not None:
             self._reasoning.finish()
             self._reasoning = None
