@@ -42,6 +42,7 @@ DEFAULT_RETRIES = 5
 # A server that asks for a longer wait than this (a quota, not a burst) ends the turn with an error.
 MAX_RETRY_WAIT = 300.0
 MAX_BACKOFF = 60.0
+MAX_MODEL_LIST = 32 << 20  # bytes of /models read (a hosted router lists hundreds, with descriptions)
 FINISH = {"stop": "stop", "tool_calls": "stop", "function_call": "stop", "length": "length", "content_filter": "stop"}
 SPEC_HELP = "openai:URL[#MODEL][?key_env=NAME&timeout=S&retries=N]"
 
@@ -263,7 +264,7 @@ class OpenAICompatibleModel:
         """The model ids the server lists at /models (retried like a chat request)."""
         connection, response = self._request("GET", "/models", None, lambda: False)
         try:
-            data = json.loads(response.read(4_000_000).decode("utf-8", "replace"))
+            data = json.loads(response.read(MAX_MODEL_LIST).decode("utf-8", "replace"))
         except TimeoutError:
             raise ModelError(f"the server at {self.base_url} sent nothing for {self.timeout_s:g} s") from None
         except (OSError, http.client.HTTPException, ValueError) as exc:
@@ -305,6 +306,15 @@ class OpenAICompatibleModel:
                 connection.close()
                 raise ModelError(f"the server at {self.base_url} did not answer within {self.timeout_s:g} s "
                                  "(timeout=S in the SPEC sets this limit)") from None
+            except (ConnectionResetError, http.client.RemoteDisconnected) as exc:
+                # A connection dropped by a busy server or proxy is worth another try; a refused one is not.
+                connection.close()
+                if attempt >= self.retries:
+                    raise ModelError(redact(f"the server at {self.base_url} dropped the connection "
+                                            f"(after {attempt} retries): {_reason(exc)}")) from None
+                attempt += 1
+                self._wait(retry_wait(None, None, attempt - 1), should_stop)
+                continue
             except (OSError, http.client.HTTPException) as exc:
                 connection.close()
                 raise ModelError(redact(f"cannot reach the OpenAI-compatible server at {self.base_url}: "

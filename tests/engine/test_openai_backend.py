@@ -358,3 +358,11 @@ def test_doctor_checks_the_endpoint_and_lists_its_models(monkeypatch, capsys):
     assert doctor_main(["--model", f"openai:http://127.0.0.1:{free_port()}/v1#m"]) == 1
     dead = [line for line in capsys.readouterr().out.splitlines() if "endpoint" in line]
     assert dead == [dead[0]] and dead[0].startswith("!! endpoint") and "connection refused" in dead[0]
+
+
+def test_a_dropped_connection_is_retried():
+    waited, sleep = sleeps()
+    with FakeOpenAI() as server:
+        server.chat.extend([Hang(0), fake_turn("after the drop")])  # Hang(0): the server closes without answering
+        text, _ = one_turn(OpenAICompatibleModel(server.url, "fake-model", sleep=sleep))
+    assert text == "after the drop" and len(server.chat_requests()) == 2 and len(waited) > 0
