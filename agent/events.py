@@ -33,6 +33,8 @@ class UsageEvent(BaseModel):
     completion_tokens: int
     prefill_s: float
     decode_s: float
+    # What the server says the turn cost, where it reports it (hosted openai: endpoints); else null.
+    cost: float | None = None
 
 
 class ApprovalEvent(BaseModel):

@@ -222,7 +222,7 @@ class AgentSession:
             UsageEvent(
                 step=self.steps, prompt_tokens=u.prompt_tokens, cached_tokens=u.cached_tokens,
                 evaluated_tokens=u.evaluated_tokens, completion_tokens=u.completion_tokens,
-                prefill_s=round(u.prefill_s, 4), decode_s=round(u.decode_s, 4),
+                prefill_s=round(u.prefill_s, 4), decode_s=round(u.decode_s, 4), cost=u.cost,
             )
         )
         return Turn(text="".join(pieces), end=end)

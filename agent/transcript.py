@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import IO
 
 from agent.events import AgentEvent, EventSink, transcript_record
+from models.api_keys import redact
 
 
 class TranscriptWriter:
@@ -18,7 +19,8 @@ class TranscriptWriter:
     def __call__(self, event: AgentEvent) -> None:
         record = transcript_record(event)
         if record is not None and not self._file.closed:
-            self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+            # An API key must not reach the file, even when a tool read it from the repository (.env).
+            self._file.write(redact(json.dumps(record, ensure_ascii=False)) + "\n")
             self._file.flush()
 
     def close(self) -> None:

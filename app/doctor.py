@@ -9,15 +9,16 @@ from pathlib import Path
 
 def doctor_main(argv: Sequence[str]) -> int:
     from agent.diagnostics import agent_checks
-    from models.diagnostics import model_checks
+    from models.diagnostics import ENDPOINT_CHECKS, model_checks
 
     root = Path(argv[argv.index("--repo") + 1]) if "--repo" in argv[:-1] else Path.cwd()
-    checks = [*model_checks(), *agent_checks(root.resolve())]
+    spec = argv[argv.index("--model") + 1] if "--model" in argv[:-1] else None
+    checks = [*model_checks(spec), *agent_checks(root.resolve())]
     width = max(len(c.name) for c in checks)
     for check in checks:
         mark = "ok " if check.ok else "!! "
         print(f"{mark}{check.name.ljust(width)}  {check.detail}")
-    return 0 if all(c.ok for c in checks if c.name in ("llama.cpp", "embedded model")) else 1
+    return 0 if all(c.ok for c in checks if c.name in ("llama.cpp", "embedded model", *ENDPOINT_CHECKS)) else 1
 
 
 if __name__ == "__main__":

@@ -1,23 +1,27 @@
 """`ribbit eval TASKS --model SPEC [--model SPEC ...] [--out DIR]`: candidate models, one harness, your tasks.
 
-Progress on stderr; the report (Markdown) on stdout at the end, and report.md / report.json /
-predictions.jsonl in the output folder. Exit codes: 0 done, 1 error, 2 usage error, 130 interrupted
-(finished jobs are kept: run the same command again to resume).
+Progress on stderr (jobs done, resolved so far, ETA); the report (Markdown) on stdout at the end, and
+report.md / report.json / predictions/MODEL.jsonl in the output folder. Exit codes: 0 done, 1 error,
+2 usage error, 130 interrupted (finished jobs are kept: run the same command again to resume).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from agent.evaluation.report import OUTCOME_LABELS, markdown_report
+from agent.evaluation.report import OUTCOME_LABELS, markdown_report, model_labels
 from agent.evaluation.runner import EvalConfig, EvalProgress, EvalRun
 from agent.evaluation.tasks import TaskFileError, load_tasks, select
 from agent.loop import Limits
+from models.api_keys import redact
+from models.base import ModelError
 from app.cli import Parser as EvalParser
 from app.cli import UsageError
 from app.cli import positive as positive_int
@@ -44,6 +48,8 @@ def eval_parser() -> EvalParser:
     parser.add_argument("--out", default="eval-out", help="output folder; rerunning into it resumes (default: eval-out)")
     parser.add_argument("--jobs", type=positive_int, default=None,
                         help="jobs in parallel (default: 1 when a llama.cpp model is involved, else up to 4)")
+    parser.add_argument("--samples", type=positive_int, default=1, metavar="N",
+                        help="run each task N times per model: pass@1 mean and spread (default: 1)")
     parser.add_argument("--task", action="append", default=[], metavar="ID", help="only this task (repeatable)")
     parser.add_argument("--time-limit", type=positive_float, default=None, metavar="SECONDS",
                         help="per-task time limit for the agent (default: the task's, else 1800)")
@@ -69,40 +75,78 @@ def default_jobs(models: list[str]) -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
-class EvalProgressDisplay:
-    """One line per finished job; on a terminal, also a live line for the running ones."""
+def eta_seconds(remaining: int, durations: Sequence[float], parallel: int) -> float | None:
+    """Time left: the median job so far, times the jobs left, over the jobs that run at once."""
+    if not durations or remaining <= 0:
+        return None if remaining > 0 else 0.0
+    return statistics.median(durations) * remaining / max(1, parallel)
 
-    def __init__(self, out: TextIO) -> None:
+
+def format_eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "ETA after the first job"
+    if seconds >= 3600:
+        return f"ETA {int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
+    if seconds >= 60:
+        return f"ETA {int(seconds // 60)}m{int(seconds % 60):02d}s"
+    return f"ETA {seconds:.0f}s"
+
+
+class EvalProgressDisplay:
+    """One line per finished job with jobs done, resolved so far and the ETA; on a terminal, also a live
+    line for the running ones."""
+
+    def __init__(self, out: TextIO, models: Sequence[str] = (), parallel: int = 1) -> None:
         self.out = out
         self.live = out.isatty()
-        self.running: dict[tuple[str, str], str] = {}
-        self.started: dict[tuple[str, str], float] = {}
-        self.resolved = 0
+        self.parallel = parallel
+        self.labels = model_labels(models)
+        self.running: dict[tuple[str, str, int], str] = {}
+        self.durations: list[float] = []  # wall time of the jobs run now (not kept from an earlier run)
+        self.resolved: dict[str, int] = {}
+        self.finished_by_model: dict[str, int] = {}
         self.finished = 0
+        self.total = 0
 
     def __call__(self, p: EvalProgress) -> None:
-        key = (p.task_id, p.model)
+        key = (p.task_id, p.model, p.sample)
+        self.total = p.total
         if p.kind in ("skip", "done") and p.result is not None:
-            self.finished += 1
-            self.resolved += p.result.outcome == "resolved"
-            self.running.pop(key, None)
             r = p.result
+            self.finished += 1
+            self.finished_by_model[p.model] = self.finished_by_model.get(p.model, 0) + 1
+            self.resolved[p.model] = self.resolved.get(p.model, 0) + (r.outcome == "resolved")
+            self.running.pop(key, None)
+            if p.kind == "done":
+                self.durations.append(r.wall_s)
             what = "kept " if p.kind == "skip" else ""
+            sample = f" #{p.sample}" if p.sample > 1 else ""
             note = f" — {r.message}" if r.message and r.outcome != "resolved" else ""
-            self._line(
-                f"[{p.index:>{len(str(p.total))}}/{p.total}] {what}{p.task_id} · {p.model}: "
-                f"{OUTCOME_LABELS[r.outcome]} ({r.steps} steps, {r.wall_s:.0f} s){note[:160]}"
-            )
+            line = (f"[{p.index:>{len(str(p.total))}}/{p.total}] {what}{p.task_id}{sample} · {self._label(p.model)}: "
+                    f"{OUTCOME_LABELS[r.outcome]} ({r.steps} steps, {r.wall_s:.0f} s){note[:160]}")
+            if p.kind == "done":
+                line += f" · {self.tally()}"
+            self._line(line)
         elif p.kind == "start":
-            self.started[key] = time.monotonic()
             self.running[key] = "starting"
             if not self.live:
-                self._line(f"[{p.index:>{len(str(p.total))}}/{p.total}] {p.task_id} · {p.model}: running")
+                self._line(f"[{p.index:>{len(str(p.total))}}/{p.total}] {p.task_id} · {self._label(p.model)}: running")
         elif p.kind == "phase":
             self.running[key] = p.phase
         elif p.kind == "step":
             self.running[key] = f"step {p.step}"
         self._status()
+
+    def tally(self) -> str:
+        """`12/40 done, resolved so far: A 5/6, B 3/6, ETA 14m05s`."""
+        order = [m for m in self.labels if m in self.finished_by_model]
+        order += [m for m in self.finished_by_model if m not in order]
+        so_far = ", ".join(f"{self._label(m)} {self.resolved[m]}/{self.finished_by_model[m]}" for m in order)
+        eta = eta_seconds(self.total - self.finished, self.durations, self.parallel)
+        return f"{self.finished}/{self.total} done, resolved so far: {so_far}, {format_eta(eta)}"
+
+    def _label(self, model: str) -> str:
+        return self.labels.get(model, model)
 
     def _line(self, text: str) -> None:
         if self.live:
@@ -113,9 +157,19 @@ class EvalProgressDisplay:
     def _status(self) -> None:
         if not self.live:
             return
-        jobs = ", ".join(f"{t} {state}" for (t, _), state in self.running.items())
-        self.out.write(f"\r\033[K{self.finished} done, {self.resolved} resolved · {jobs}"[:200])
+        jobs = ", ".join(f"{t} {state}" for (t, _, _), state in self.running.items())
+        self.out.write(f"\r\033[K{self.tally()} · {jobs}"[:200])
         self.out.flush()
+
+
+def check_endpoints(models: Sequence[str]) -> None:
+    """openai: SPECs are checked before any job runs, and their keys read (and so taken out of the
+    environment that Bash and the tests would inherit). A bad one is a one-line ModelError."""
+    from models.openai_backend import api_key_for, parse_spec
+
+    for model in models:
+        if model.startswith("openai:"):
+            api_key_for(parse_spec(model))
 
 
 def eval_main(argv: list[str]) -> int:
@@ -136,18 +190,25 @@ def eval_main(argv: list[str]) -> int:
     except TaskFileError as exc:
         print(f"ribbit eval: error: {exc}", file=sys.stderr)
         return 1
+    try:
+        check_endpoints(models)
+    except ModelError as exc:
+        print(f"ribbit eval: error: {exc}", file=sys.stderr)
+        return 2
     out = Path(args.out).expanduser().resolve()
     config = EvalConfig(
         out=out,
         limits=Limits(max_steps=args.max_steps, context=args.context, turn_tokens=args.max_turn_tokens),
         jobs=args.jobs or default_jobs(models), time_limit_s=args.time_limit, test_timeout_s=args.test_timeout,
         no_sandbox=args.no_sandbox, keep_worktrees=args.keep_worktrees, retry_errors=args.retry_errors,
+        samples=args.samples,
     )
+    samples = f" × {args.samples} samples" if args.samples > 1 else ""
     print(
-        f"ribbit eval: {len(tasks)} tasks × {len(models)} models, {config.jobs} at a time, results in {out}",
+        f"ribbit eval: {len(tasks)} tasks × {len(models)} models{samples}, {config.jobs} at a time, results in {out}",
         file=sys.stderr,
     )
-    run = EvalRun(tasks, models, config, progress=EvalProgressDisplay(sys.stderr))
+    run = EvalRun(tasks, models, config, progress=EvalProgressDisplay(sys.stderr, models, config.jobs))
     try:
         outcome = run.run()
     except OSError as exc:
@@ -157,6 +218,7 @@ def eval_main(argv: list[str]) -> int:
         print(f"\nribbit eval: interrupted; finished jobs are saved in {out} — run the same command to resume",
               file=sys.stderr)
         return 130
-    sys.stdout.write(markdown_report(outcome.results, models, [t.id for t in tasks]))
-    print(f"ribbit eval: report in {out / 'report.md'}, predictions in {out / 'predictions.jsonl'}", file=sys.stderr)
+    sys.stdout.write(redact(markdown_report(outcome.results, models, [t.id for t in tasks], args.samples)))
+    print(f"ribbit eval: report in {out / 'report.md'}, SWE-bench predictions (one file per model) in "
+          f"{out / 'predictions'}", file=sys.stderr)
     return 0

@@ -50,6 +50,8 @@ class Usage(BaseModel):
     completion_tokens: int = 0
     prefill_s: float = 0.0
     decode_s: float = 0.0
+    # What the server says the turn cost (hosted endpoints that report it), else None.
+    cost: float | None = None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ class ModelCheck(BaseModel):
     detail: str
 
 
-def model_checks() -> list[ModelCheck]:
+def model_checks(spec: str | None = None) -> list[ModelCheck]:
+    """The lines for `ribbit doctor [--model SPEC]`."""
     from models.base import ModelError
     from models.embedded import embedded_model_path
     from models.spec import resolve_spec
@@ -30,9 +31,56 @@ def model_checks() -> list[ModelCheck]:
         checks.append(ModelCheck(name="embedded model", ok=True, detail=f"{path.name} ({path.stat().st_size / 2**20:.0f} MiB)"))
     except ModelError as exc:
         checks.append(ModelCheck(name="embedded model", ok=False, detail=str(exc)))
-    checks.append(ModelCheck(name="model SPEC", ok=True, detail=resolve_spec(None) + (" (from RIBBIT_MODEL)" if os.environ.get("RIBBIT_MODEL") else "")))
+    chosen = resolve_spec(spec)
+    origin = " (from RIBBIT_MODEL)" if not spec and os.environ.get("RIBBIT_MODEL") else ""
+    checks.append(ModelCheck(name="model SPEC", ok=True, detail=chosen + origin))
     checks.append(ModelCheck(name="threads", ok=True, detail=f"{os.cpu_count()} cores"))
-    checks.append(memory_check(resolve_spec(None)))
+    checks.append(memory_check(chosen))
+    if chosen.startswith("openai:"):
+        checks += endpoint_checks(chosen)
+    return checks
+
+
+ENDPOINT_CHECKS = ("endpoint", "API key", "served model")
+MODELS_SHOWN = 30
+
+
+def endpoint_checks(spec: str) -> list[ModelCheck]:
+    """An openai: SPEC: where its key comes from (never the key), whether the server answers, its models."""
+    from urllib.parse import urlsplit
+
+    from models.base import ModelError
+    from models.openai_backend import OpenAICompatibleModel, api_key_for, parse_spec
+
+    try:
+        parsed = parse_spec(spec)
+        key = api_key_for(parsed)
+    except ModelError as exc:
+        return [ModelCheck(name="endpoint", ok=False, detail=str(exc))]
+    host = urlsplit(parsed.base_url).hostname or ""
+    if key is None:
+        key_line = ModelCheck(name="API key", ok=True, detail=f"none ({parsed.key_env} is not set; fine for a server without keys)")
+    else:
+        clear = parsed.base_url.startswith("http://") and host not in ("127.0.0.1", "localhost", "::1")
+        key_line = ModelCheck(name="API key", ok=True, detail=f"from {parsed.key_env}" + (
+            "; sent in clear text over http:// to another machine" if clear else ""))
+    try:
+        client = OpenAICompatibleModel(parsed.base_url, parsed.model or "-", api_key=key,
+                                       timeout_s=min(parsed.timeout_s, 30.0), retries=min(parsed.retries, 2), probe=False)
+        models = client.list_models()
+    except ModelError as exc:
+        return [ModelCheck(name="endpoint", ok=False, detail=str(exc)), key_line]
+    shown = ", ".join(models[:MODELS_SHOWN]) + (f" and {len(models) - MODELS_SHOWN} more" if len(models) > MODELS_SHOWN else "")
+    checks = [ModelCheck(name="endpoint", ok=True, detail=f"{parsed.base_url} answers; {len(models)} models: {shown or '(none)'}"),
+              key_line]
+    if parsed.model is None:
+        checks.append(ModelCheck(name="served model", ok=bool(models),
+                                 detail=f"{models[0]} (the first listed; name one with #MODEL)" if models
+                                 else "the server lists no models; name one: openai:URL#MODEL"))
+    elif parsed.model in models:
+        checks.append(ModelCheck(name="served model", ok=True, detail=f"{parsed.model} is listed"))
+    else:
+        checks.append(ModelCheck(name="served model", ok=False, detail=f"{parsed.model} is not among the models the server lists"))
     return checks
 
 

@@ -19,8 +19,13 @@ def resolve_spec(spec: str | None) -> str:
     return os.environ.get("RIBBIT_MODEL", "").strip() or "default"
 
 
-def load_model(spec: str | None, *, context: int = 131_072, replay_delay: float = 0.0) -> ChatModel:
-    """Load the backend a SPEC names; every failure is a one-line ModelError."""
+def load_model(
+    spec: str | None, *, context: int = 131_072, replay_delay: float = 0.0, seed: int | None = None
+) -> ChatModel:
+    """Load the backend a SPEC names; every failure is a one-line ModelError.
+
+    `seed` (None: the backend's default) varies the sampling, e.g. between `ribbit eval --samples` runs.
+    """
     spec = resolve_spec(spec)
     if spec.startswith("replay:"):
         from models.replay import ReplayModel
@@ -40,10 +45,12 @@ def load_model(spec: str | None, *, context: int = 131_072, replay_delay: float 
             from models.openai_backend import OpenAICompatibleModel
         except ImportError:
             raise ModelError("the openai: backend is not available in this build") from None
-        return OpenAICompatibleModel.from_spec(spec, context=context)
+        return OpenAICompatibleModel.from_spec(spec, context=context, seed=seed)
     path = embedded_model_path() if spec in DEFAULT_SPECS else Path(spec).expanduser()
     from models.llama_backend import LlamaCppModel
 
+    if seed is not None:
+        return LlamaCppModel(path, n_ctx=context_for(path, context), seed=seed)
     return LlamaCppModel(path, n_ctx=context_for(path, context))
 
 

@@ -1,14 +1,14 @@
-"""Evaluation jobs: for each (task, model), the agent in full-auto on a fresh worktree, then its one
-candidate patch applied to a clean worktree with the hidden tests, and the test commands run.
+"""Evaluation jobs: for each (task, model, sample), the agent in full-auto on a fresh worktree, then its one
+candidate patch applied to a clean worktree — test files it changed put back, the hidden tests added —
+and the test commands run; named tests the commands did not reach are run on their own.
 
-A finished job is saved to results/MODEL/TASK.json at once; a later run over the same output folder
-skips it (resumable). An interrupted job saves nothing and is redone next time.
+A finished job is saved to results/MODEL/TASK[@SAMPLE].json at once; a later run over the same output
+folder skips it (resumable). An interrupted job saves nothing and is redone next time.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 import sys
 import threading
 import time
@@ -24,11 +24,12 @@ from agent.approvals import RejectAll
 from agent.evaluation.repos import (
     GitError, add_worktree, apply_patch, copy_over, prepare_cache, remove_worktree, restore_from_base,
 )
+from agent.evaluation.grading import files_to_put_back, followup_commands, verdict
 from agent.evaluation.report import (
-    CommandOutcome, JobResult, Outcome, json_report, markdown_report, predictions_jsonl, write_atomic,
+    CommandOutcome, JobResult, Outcome, json_report, markdown_report, model_key, predictions_files, write_atomic,
 )
 from agent.evaluation.tasks import DEFAULT_TIME_LIMIT_S, EvalTask
-from agent.evaluation.testlog import parse_test_log, status_of
+from agent.evaluation.testlog import TestStatus, parse_test_log, status_of
 from agent.events import AgentEvent, SummaryEvent, TurnStarted, UsageEvent
 from agent.journal import JournalError
 from agent.loop import AgentSession, Limits
@@ -40,13 +41,14 @@ from models.base import ChatModel, ModelError
 LIMIT_STOPS = frozenset({"max_steps", "context", "turn_tokens"})
 TEST_OUTPUT_LIMIT = 200_000  # characters of test output kept in the log file per command
 
-ModelLoader = Callable[[str, Limits], ChatModel]
+# (SPEC, limits, seed): the seed is None for the first sample, so one-sample runs sample as `ribbit run` does.
+ModelLoader = Callable[[str, Limits, int | None], ChatModel]
 
 
-def default_loader(spec: str, limits: Limits) -> ChatModel:
+def default_loader(spec: str, limits: Limits, seed: int | None = None) -> ChatModel:
     from models.spec import load_model
 
-    return load_model(spec, context=limits.context)
+    return load_model(spec, context=limits.context, seed=seed)
 
 
 def model_spec_for(spec: str, task: EvalTask) -> str:
@@ -54,15 +56,24 @@ def model_spec_for(spec: str, task: EvalTask) -> str:
     return spec.replace("{task}", task.id)
 
 
-def model_key(spec: str) -> str:
-    """A folder name for a model SPEC: readable, and distinct for distinct SPECs."""
-    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", spec.rsplit("/", 1)[-1] or spec).strip("._")[-48:] or "model"
-    return f"{readable}-{hashlib.sha256(spec.encode()).hexdigest()[:8]}"
+def job_name(task: EvalTask, sample: int) -> str:
+    """File stem of a job's result, transcript and work folder: the task id, `@N` from the second sample on
+    (`@` cannot occur in a task id)."""
+    return task.id if sample == 1 else f"{task.id}@{sample}"
+
+
+def seed_for(sample: int) -> int | None:
+    return None if sample == 1 else sample - 1
+
+
+# Bumped when grading changes what a saved result would say, so results graded the old way are redone
+# (2: named tests run wherever they live; test files the agent changed are put back).
+GRADING_VERSION = 2
 
 
 def task_hash(task: EvalTask, limits: Limits) -> str:
-    """Changes when the task or the limits do, so a stale saved result is not reused."""
-    text = task.model_dump_json(exclude={"source"}) + limits.model_dump_json()
+    """Changes when the task, the limits or the grading do, so a stale saved result is not reused."""
+    text = task.model_dump_json(exclude={"source"}) + limits.model_dump_json() + f"grading {GRADING_VERSION}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -76,6 +87,7 @@ class EvalConfig:
     no_sandbox: bool = False
     keep_worktrees: bool = False
     retry_errors: bool = False
+    samples: int = 1  # runs of each task per model (pass@1 mean and spread)
 
 
 @dataclass
@@ -88,6 +100,14 @@ class EvalProgress:
     phase: str = ""
     step: int = 0
     result: JobResult | None = None
+    sample: int = 1
+
+
+@dataclass(frozen=True)
+class Job:
+    task: EvalTask
+    model: str
+    sample: int = 1
 
 
 @dataclass
@@ -105,12 +125,15 @@ class UsageTotals:
         self.peak_context = 0
         self.evaluated = 0
         self.completion = 0
+        self.cost: float | None = None  # summed where the server reports it
 
     def __call__(self, event: AgentEvent) -> None:
         if isinstance(event, UsageEvent):
             self.peak_context = max(self.peak_context, event.prompt_tokens + event.completion_tokens)
             self.evaluated += event.evaluated_tokens
             self.completion += event.completion_tokens
+            if event.cost is not None:
+                self.cost = round((self.cost or 0.0) + event.cost, 6)
         elif isinstance(event, TurnStarted):
             self.on_step(event.step)
 
@@ -133,47 +156,52 @@ class EvalRun:
         self.stopping = threading.Event()
         self._sessions: set[AgentSession] = set()
         self._lock = threading.Lock()
-        self._results: dict[tuple[str, str], JobResult] = {}
+        self._results: dict[tuple[str, str, int], JobResult] = {}
 
     # -- paths ----------------------------------------------------------------------------------
 
-    def result_path(self, task: EvalTask, model: str) -> Path:
-        return self.config.out / "results" / model_key(model) / f"{task.id}.json"
+    def result_path(self, task: EvalTask, model: str, sample: int = 1) -> Path:
+        return self.config.out / "results" / model_key(model) / f"{job_name(task, sample)}.json"
 
-    def saved_result(self, task: EvalTask, model: str) -> JobResult | None:
-        path = self.result_path(task, model)
+    def saved_result(self, task: EvalTask, model: str, sample: int = 1) -> JobResult | None:
+        path = self.result_path(task, model, sample)
         if not path.is_file():
             return None
         try:
             result = JobResult.model_validate_json(path.read_text(encoding="utf-8"))
         except (OSError, ValueError, ValidationError):
             return None  # a damaged result is redone
-        if result.task_hash != task_hash(task, self.config.limits) or result.model != model:
+        if result.task_hash != task_hash(task, self.config.limits) or result.model != model or result.sample != sample:
             return None
         if result.outcome == "error" and self.config.retry_errors:
             return None
         return result
 
+    def jobs(self) -> list[Job]:
+        """Every job, the first sample of every task first (so a comparison is complete early)."""
+        return [
+            Job(task, model, sample)
+            for sample in range(1, max(1, self.config.samples) + 1) for task in self.tasks for model in self.models
+        ]
+
     # -- the run --------------------------------------------------------------------------------
 
     def run(self) -> RunOutcome:
-        jobs = [(task, model) for task in self.tasks for model in self.models]
+        jobs = self.jobs()
         total = len(jobs)
-        todo: list[tuple[int, EvalTask, str]] = []
-        for index, (task, model) in enumerate(jobs, start=1):
-            saved = self.saved_result(task, model)
+        todo: list[tuple[int, Job]] = []
+        for index, job in enumerate(jobs, start=1):
+            saved = self.saved_result(job.task, job.model, job.sample)
             if saved is not None:
-                self._results[(task.id, model)] = saved
-                self.progress(EvalProgress("skip", task.id, model, index, total, result=saved))
+                self._results[(job.task.id, job.model, job.sample)] = saved
+                self.progress(EvalProgress("skip", job.task.id, job.model, index, total, result=saved, sample=job.sample))
             else:
-                todo.append((index, task, model))
+                todo.append((index, job))
         self.write_reports()
         interrupted = False
         ran = 0
         with ThreadPoolExecutor(max_workers=max(1, self.config.jobs), thread_name_prefix="ribbit-eval") as pool:
-            pending: set[Future[JobResult | None]] = {
-                pool.submit(self._job, index, total, task, model) for index, task, model in todo
-            }
+            pending: set[Future[JobResult | None]] = {pool.submit(self._job, index, total, job) for index, job in todo}
             try:
                 while pending:
                     done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
@@ -196,44 +224,54 @@ class EvalRun:
                 session.cancel()
 
     def results(self) -> list[JobResult]:
-        order = {(t.id, m): i for i, (t, m) in enumerate((t, m) for t in self.tasks for m in self.models)}
-        return sorted(self._results.values(), key=lambda r: order.get((r.task_id, r.model), 0))
+        """Finished jobs, by task, then model, then sample."""
+        task_pos = {t.id: i for i, t in enumerate(self.tasks)}
+        model_pos = {m: i for i, m in enumerate(self.models)}
+        return sorted(self._results.values(),
+                      key=lambda r: (task_pos.get(r.task_id, 0), model_pos.get(r.model, 0), r.sample))
 
     def write_reports(self) -> None:
         out = self.config.out
-        results = self.results()
+        samples = max(1, self.config.samples)
         ids = [t.id for t in self.tasks]
         with self._lock:
-            write_atomic(out / "report.md", markdown_report(results, self.models, ids))
-            write_atomic(out / "report.json", json_report(results, self.models, ids))
-            write_atomic(out / "predictions.jsonl", predictions_jsonl(results))
+            results = self.results()
+            write_atomic(out / "report.md", markdown_report(results, self.models, ids, samples))
+            write_atomic(out / "report.json", json_report(results, self.models, ids, samples))
+            for name, text in predictions_files(results, self.models, samples).items():
+                write_atomic(out / "predictions" / name, text)
 
     # -- one job --------------------------------------------------------------------------------
 
-    def _job(self, index: int, total: int, task: EvalTask, model: str) -> JobResult | None:
+    def _job(self, index: int, total: int, job: Job) -> JobResult | None:
+        task, model, sample = job.task, job.model, job.sample
         if self.stopping.is_set():
             return None
-        self.progress(EvalProgress("start", task.id, model, index, total))
+        self.progress(EvalProgress("start", task.id, model, index, total, sample=sample))
+
+        def report(**kw: object) -> None:
+            self.progress(EvalProgress(task_id=task.id, model=model, index=index, total=total, sample=sample, **kw))  # type: ignore[arg-type]
+
         try:
-            result = self.run_job(task, model, lambda **kw: self.progress(EvalProgress(task_id=task.id, model=model, index=index, total=total, **kw)))
+            result = self.run_job(task, model, report, sample)
         except Exception as exc:  # a bug or an unexpected failure: the job is an error, the run goes on
-            result = JobResult(task_id=task.id, model=model, outcome="error", message=f"internal error: {exc!r}"[:300],
-                               task_hash=task_hash(task, self.config.limits))
+            result = JobResult(task_id=task.id, model=model, sample=sample, outcome="error",
+                               message=f"internal error: {exc!r}"[:300], task_hash=task_hash(task, self.config.limits))
         if result is None:
             return None
-        write_atomic(self.result_path(task, model), result.model_dump_json(indent=2))
+        write_atomic(self.result_path(task, model, sample), result.model_dump_json(indent=2))
         with self._lock:
-            self._results[(task.id, model)] = result
+            self._results[(task.id, model, sample)] = result
         self.write_reports()
-        self.progress(EvalProgress("done", task.id, model, index, total, result=result))
+        self.progress(EvalProgress("done", task.id, model, index, total, result=result, sample=sample))
         return result
 
-    def run_job(self, task: EvalTask, model: str, report: Callable[..., None]) -> JobResult | None:
+    def run_job(self, task: EvalTask, model: str, report: Callable[..., None], sample: int = 1) -> JobResult | None:
         started = time.monotonic()
         config = self.config
         key = model_key(model)
-        work = config.out / "work" / key / task.id
-        base_result = dict(task_id=task.id, model=model, task_hash=task_hash(task, config.limits))
+        work = config.out / "work" / key / job_name(task, sample)
+        base_result = dict(task_id=task.id, model=model, sample=sample, task_hash=task_hash(task, config.limits))
 
         def failed(message: str, **extra: object) -> JobResult:
             return JobResult(**base_result, outcome="error", message=message,  # type: ignore[arg-type]
@@ -252,18 +290,19 @@ class EvalRun:
         except (GitError, OSError) as exc:
             return failed(f"cannot make the agent's worktree: {exc}")
         try:
-            agent = self._run_agent(task, model, agent_root, report)
+            agent = self._run_agent(task, model, agent_root, report, sample)
         finally:
             if not config.keep_worktrees:
                 remove_worktree(cache, agent_root)
         if agent is None:
             return None  # interrupted: nothing saved, redone next time
         if agent.error:
-            return failed(agent.error, steps=agent.steps, agent_s=agent.seconds)
+            return failed(agent.error, steps=agent.steps, agent_s=round(agent.seconds, 2), cost=agent.usage.cost,
+                          evaluated_tokens=agent.usage.evaluated, completion_tokens=agent.usage.completion)
 
         common = dict(
             stop_reason=agent.stop_reason, steps=agent.steps, peak_context=agent.usage.peak_context,
-            evaluated_tokens=agent.usage.evaluated, completion_tokens=agent.usage.completion,
+            evaluated_tokens=agent.usage.evaluated, completion_tokens=agent.usage.completion, cost=agent.usage.cost,
             agent_s=round(agent.seconds, 2), patch=agent.patch,
         )
         limit_hit = agent.timed_out or agent.stop_reason in LIMIT_STOPS
@@ -298,7 +337,7 @@ class EvalRun:
         """Phase 2 alone: a given patch on a clean worktree with the hidden tests (None if stopped)."""
         started = time.monotonic()
         cache, base = prepare_cache(task, self.config.out / "repos")
-        work = self.config.out / "work" / model_key(model) / task.id
+        work = self.config.out / "work" / model_key(model) / job_name(task, 1)
 
         def finish(outcome: Outcome, message: str, **extra: object) -> JobResult:
             return JobResult(
@@ -316,16 +355,17 @@ class EvalRun:
                 remove_worktree(cache, root)
 
     def _run_agent(
-        self, task: EvalTask, model_spec: str, root: Path, report: Callable[..., None]
+        self, task: EvalTask, model_spec: str, root: Path, report: Callable[..., None], sample: int = 1
     ) -> AgentRun | None:
         config = self.config
         started = time.monotonic()
         usage = UsageTotals(on_step=lambda step: report(kind="step", step=step))
         try:
-            model = self.loader(model_spec_for(model_spec, task), config.limits)
+            model = self.loader(model_spec_for(model_spec, task), config.limits, seed_for(sample))
         except ModelError as exc:
             return AgentRun(error=f"cannot load the model: {exc}", usage=usage)
-        transcript = TranscriptWriter(config.out / "transcripts" / model_key(model_spec) / f"{task.id}.jsonl")
+        name = job_name(task, sample)
+        transcript = TranscriptWriter(config.out / "transcripts" / model_key(model_spec) / f"{name}.jsonl")
         timer: threading.Timer | None = None
         workspace = None
         timed_out = threading.Event()
@@ -381,10 +421,12 @@ class EvalRun:
         why = apply_patch(root, patch)
         if why is not None:
             return finish("patch_does_not_apply", why)
+        put_back = files_to_put_back(patch, task)
         try:
+            # Test files are the task's: whatever the agent did to them (and to conftest.py and the like)
+            # is undone, then the hidden tests replace or join them, as the SWE-bench harness does.
+            restore_from_base(root, base, put_back)
             if task.test_patch.strip():
-                # As the SWE-bench harness does: the hidden tests replace whatever the model did to those files.
-                restore_from_base(root, base, task.test_patch_files())
                 why = apply_patch(root, task.test_patch)
                 if why is not None:  # the task's fault, not the model's
                     return finish("error", f"the task's test patch does not apply: {why}").model_copy(
@@ -402,43 +444,50 @@ class EvalRun:
         )
         commands: list[CommandOutcome] = []
         logs: list[str] = []
+        statuses: dict[str, TestStatus] = {}
+
+        def run(command: str) -> bool:
+            """Run one test command; False when the run was stopped (the job then saves nothing)."""
+            result = runner.run(prefix + command, root, self.config.test_timeout_s, self.stopping)
+            if result.cancelled:
+                return False
+            commands.append(CommandOutcome(command=command, exit_code=result.exit_code, timed_out=result.timed_out))
+            output = result.output[-TEST_OUTPUT_LIMIT:]
+            logs.append(f"$ {command}\n{output}\n(exit {result.exit_code})\n")
+            for name, status in parse_test_log(output).items():
+                if statuses.get(name) != "failed":
+                    statuses[name] = status
+            return True
+
         try:
             for command in task.test_commands:
-                # Stopping the run stops the tests too; the job then saves nothing.
-                result = runner.run(prefix + command, root, self.config.test_timeout_s, self.stopping)
-                if result.cancelled:
+                if not run(command):
                     return None
-                commands.append(CommandOutcome(command=command, exit_code=result.exit_code, timed_out=result.timed_out))
-                logs.append(f"$ {command}\n{result.output[-TEST_OUTPUT_LIMIT:]}\n(exit {result.exit_code})\n")
+            named = [*task.fail_to_pass, *task.pass_to_pass]
+            # Named tests the task's commands never reported (they live elsewhere): run them where they are.
+            missing = [n for n in named if status_of(n, statuses) == "missing"]
+            for command in followup_commands(missing, exists=lambda path: _inside(root, path)):
+                if not run(command):
+                    return None
         finally:
             close = getattr(runner, "close", None)
             if callable(close):
                 close()
         try:
-            write_atomic(work.parent / f"{task.id}.tests.log", "\n".join(logs))
+            write_atomic(work.parent / f"{work.name}.tests.log", "\n".join(logs))
         except OSError:
             pass
-        statuses = parse_test_log("\n".join(logs))
         f2p = {name: status_of(name, statuses) for name in task.fail_to_pass}
         p2p = {name: status_of(name, statuses) for name in task.pass_to_pass}
-        extra = dict(fail_to_pass=f2p, pass_to_pass=p2p, commands=commands, tests_s=round(time.monotonic() - started, 2))
-        if f2p or p2p:
-            bad_f2p = [n for n, s in f2p.items() if s != "passed"]
-            bad_p2p = [n for n, s in p2p.items() if s != "passed"]
-            if not bad_f2p and not bad_p2p:
-                return finish("resolved", "", **extra)
-            parts = []
-            if bad_f2p:
-                parts.append(f"{len(bad_f2p)}/{len(f2p)} fail-to-pass tests still fail ({bad_f2p[0]})")
-            if bad_p2p:
-                parts.append(f"{len(bad_p2p)}/{len(p2p)} pass-to-pass tests broke ({bad_p2p[0]})")
-            return finish("tests_fail", "; ".join(parts), **extra)
-        failing = [c for c in commands if c.exit_code != 0]
-        if not failing:
-            return finish("resolved", "", **extra)
-        first = failing[0]
-        state = "timed out" if first.timed_out else f"exit {first.exit_code}"
-        return finish("tests_fail", f"{first.command}: {state}", **extra)
+        extra = dict(fail_to_pass=f2p, pass_to_pass=p2p, commands=commands, tests_put_back=put_back,
+                     tests_s=round(time.monotonic() - started, 2))
+        own = commands[: len(task.test_commands)]
+        failing = next((c for c in own if c.exit_code != 0), None)
+        failing_text = None
+        if failing is not None:
+            failing_text = f"{failing.command}: {'timed out' if failing.timed_out else f'exit {failing.exit_code}'}"
+        resolved, why_not = verdict(f2p, p2p, failing_text)
+        return finish("resolved" if resolved else "tests_fail", why_not, **extra)
 
 
 @dataclass
@@ -455,6 +504,15 @@ class AgentRun:
 
 def _join(*parts: str) -> str:
     return "; ".join(p for p in parts if p)
+
+
+def _inside(root: Path, path: str) -> bool:
+    """A file in the worktree (a test name is task input: it may not point outside)."""
+    try:
+        target = (root / path).resolve()
+    except (OSError, RuntimeError):
+        return False
+    return target.is_file() and target.is_relative_to(root.resolve())
 
 
 def _quote(text: str) -> str:

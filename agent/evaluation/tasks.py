@@ -11,8 +11,10 @@ Relative paths inside a task file are relative to the file's folder.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -61,15 +63,80 @@ class EvalTask(BaseModel):
     def test_patch_files(self) -> list[str]:
         return patch_files(self.test_patch)
 
+    def named_test_files(self) -> list[str]:
+        """Files that hold the named tests (pytest node ids name theirs)."""
+        return test_files_of([*self.fail_to_pass, *self.pass_to_pass])
+
+
+def test_file_of(name: str) -> str | None:
+    """The file a pytest node id names (`tests/test_x.py::T::test_y[p]` -> `tests/test_x.py`), else None."""
+    path, sep, _ = name.partition("::")
+    return path if sep and path.endswith(".py") else None
+
+
+def test_files_of(names: Sequence[str]) -> list[str]:
+    files: list[str] = []
+    for name in names:
+        path = test_file_of(name)
+        if path and path not in files:
+            files.append(path)
+    return files
+
 
 def patch_files(patch: str) -> list[str]:
-    """Paths a unified diff touches (new side, or old side for deletions)."""
+    """Paths a unified diff touches: both sides of a rename, the old side of a deletion.
+
+    Read from each file's `---` / `+++` / `rename` header lines (names with spaces, git's quoted names),
+    falling back to the `diff --git` line for binary and mode-only changes.
+    """
     files: list[str] = []
-    for match in re.finditer(r"^diff --git a/(\S+) b/(\S+)$", patch, flags=re.MULTILINE):
-        name = match.group(2)
-        if name not in files:
+
+    def add(name: str | None) -> None:
+        if name and name not in files:
             files.append(name)
+
+    for block in re.split(r"^(?=diff --git )", patch, flags=re.MULTILINE):
+        if not block.startswith("diff --git "):
+            continue
+        header = block.split("\n@@", 1)[0]
+        renamed = [_unquote(m) for m in re.findall(r"^rename (?:from|to) (.+)$", header, flags=re.MULTILINE)]
+        sides = [
+            _unquote(m.group(2)) for m in re.finditer(r"^(---|\+\+\+) (?!/dev/null$)(.+)$", header, flags=re.MULTILINE)
+        ]
+        sides = [n for n in sides if n != "/dev/null"]
+        names = renamed or [_strip_side(n) for n in sides] or _git_line_names(block.split("\n", 1)[0])
+        for name in names:
+            add(name)
     return files
+
+
+def _strip_side(name: str) -> str:
+    return name[2:] if name[:2] in ("a/", "b/") else name
+
+
+def _git_line_names(line: str) -> list[str]:
+    """`diff --git a/P b/P` -> [P] (the two halves are the same path when nothing is renamed)."""
+    rest = line[len("diff --git ") :].rstrip("\r")
+    if rest.startswith('"'):
+        quoted = re.findall(r'"(?:[^"\\]|\\.)*"', rest)
+        return [_strip_side(_unquote(q)) for q in quoted[:1]]
+    half = (len(rest) - 1) // 2
+    first, second = rest[:half], rest[half + 1 :]
+    if first.startswith("a/") and second.startswith("b/") and first[2:] == second[2:]:
+        return [first[2:]]
+    return []
+
+
+def _unquote(name: str) -> str:
+    """git's C-style quoted path (`"a/\\303\\251.py"`) as text; unquoted names as they are."""
+    name = name.rstrip("\r").split("\t", 1)[0]
+    if len(name) < 2 or not (name.startswith('"') and name.endswith('"')):
+        return name
+    try:
+        raw = ast.literal_eval("b" + name)
+    except (ValueError, SyntaxError):
+        return name
+    return raw.decode("utf-8", "surrogateescape") if isinstance(raw, bytes) else name
 
 
 def load_tasks(target: Path, *, repos_dir: Path | None = None, test_command: str | None = None) -> list[EvalTask]:
@@ -183,17 +250,24 @@ def swebench_record(record: dict[str, Any], where: str, repos_dir: Path, test_co
             f"(looked in {repos_dir} for {name.replace('/', '__')}, {name.split('/')[-1]} and {name}; see --repos)"
         )
     test_patch = str(record.get("test_patch") or "")
+    fail_to_pass = _test_list(record.get("FAIL_TO_PASS"), where, "FAIL_TO_PASS")
+    pass_to_pass = _test_list(record.get("PASS_TO_PASS"), where, "PASS_TO_PASS")
     command = test_command or SWEBENCH_TEST_COMMAND
-    files = " ".join(patch_files(test_patch))
-    commands = record.get("test_commands") or [command.replace("{test_files}", files).strip()]
+    # The files the test patch touches and the files holding named tests: PASS_TO_PASS tests often live
+    # in files the test patch never touches, and they must run too.
+    files = [*patch_files(test_patch)]
+    files += [f for f in test_files_of([*fail_to_pass, *pass_to_pass]) if f not in files]
+    commands = record.get("test_commands") or [
+        command.replace("{test_files}", " ".join(shlex.quote(f) for f in files)).strip()
+    ]
     return {
         "id": record["instance_id"],
         "repo": str(repo),
         "base_commit": record["base_commit"],
         "problem_statement": record["problem_statement"],
         "test_commands": commands,
-        "fail_to_pass": _test_list(record.get("FAIL_TO_PASS"), where, "FAIL_TO_PASS"),
-        "pass_to_pass": _test_list(record.get("PASS_TO_PASS"), where, "PASS_TO_PASS"),
+        "fail_to_pass": fail_to_pass,
+        "pass_to_pass": pass_to_pass,
         "test_patch": test_patch,
     }
 

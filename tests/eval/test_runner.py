@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import json
+import statistics
 import subprocess
 from pathlib import Path
 
-from agent.evaluation.report import JobResult
-from agent.evaluation.runner import EvalConfig, EvalProgress, EvalRun
+import pytest
+
+from agent.evaluation.report import JobResult, model_key
+from agent.evaluation.runner import EvalConfig, EvalProgress, EvalRun, default_loader
+from app.eval_cmd import EvalProgressDisplay, eta_seconds
 from agent.evaluation.tasks import load_tasks
 from agent.loop import Limits
 from tests.conftest import xml_call
@@ -33,7 +38,8 @@ def test_oracle_resolves_every_starter_task(tmp_path: Path) -> None:
     assert {r.task_id: r.outcome for r in results} == {r.task_id: "resolved" for r in results}
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["models"][0]["resolved_rate"] == 1.0
-    predictions = [json.loads(line) for line in (tmp_path / "out" / "predictions.jsonl").read_text().splitlines()]
+    (predictions_file,) = (tmp_path / "out" / "predictions").iterdir()
+    predictions = [json.loads(line) for line in predictions_file.read_text().splitlines()]
     assert len(predictions) == len(results)
     assert set(predictions[0]) == {"instance_id", "model_name_or_path", "model_patch"}
     assert all(p["model_patch"].startswith("diff --git") for p in predictions)
@@ -199,3 +205,54 @@ def test_task_from_a_git_bundle(tmp_path: Path, task_set: Path) -> None:
     )
     result = EvalRun([task], ["m"], EvalConfig(out=tmp_path / "out")).score_patch(task, "m", fix)
     assert result is not None and result.outcome == "resolved", result.message
+
+
+def test_samples_run_each_task_n_times_with_their_own_seeds(tmp_path: Path, task_set: Path) -> None:
+    """--samples 3: a model that resolves in samples 1 and 3 and does nothing in sample 2 (its seed
+    decides): pass@1 2/3 with its spread, one predictions file per sample, and a resumed run redoes nothing."""
+    oracle = oracle_models(task_set, tmp_path / "oracle")
+    idle = f"replay:{write_replay(tmp_path / 'idle.jsonl', [])}"
+    seeds: list[int | None] = []
+
+    def loader(spec: str, limits: Limits, seed: int | None) -> object:
+        seeds.append(seed)
+        return default_loader(idle if seed == 1 else spec, limits, seed)
+
+    out = tmp_path / "out"
+    config = EvalConfig(out=out, jobs=2, samples=3)
+    outcome = EvalRun(load_tasks(task_set), [oracle], config, loader=loader).run()  # type: ignore[arg-type]
+    assert sorted(seeds, key=str) == sorted([None, None, 1, 1, 2, 2], key=str)
+    assert [(r.task_id, r.sample, r.outcome) for r in outcome.results] == [
+        ("calc-one", 1, "resolved"), ("calc-one", 2, "no_patch"), ("calc-one", 3, "resolved"),
+        ("calc-two", 1, "resolved"), ("calc-two", 2, "no_patch"), ("calc-two", 3, "resolved"),
+    ]
+    key = model_key(oracle)
+    assert sorted(p.name for p in (out / "results" / key).iterdir()) == [
+        "calc-one.json", "calc-one@2.json", "calc-one@3.json", "calc-two.json", "calc-two@2.json", "calc-two@3.json"]
+    assert sorted(p.name for p in (out / "transcripts" / key).iterdir())[:3] == [
+        "calc-one.jsonl", "calc-one@2.jsonl", "calc-one@3.jsonl"]
+    assert sorted(p.name for p in (out / "predictions").iterdir()) == [f"{key}.jsonl", f"{key}@2.jsonl", f"{key}@3.jsonl"]
+    (summary,) = json.loads((out / "report.json").read_text())["models"]
+    assert summary["sample_rates"] == [1.0, 0.0, 1.0]
+    assert summary["resolved_rate"] == pytest.approx(2 / 3, abs=1e-4)
+    assert summary["pass_at_1_sd"] == pytest.approx(statistics.stdev([1.0, 0.0, 1.0]), abs=1e-4)
+    md = (out / "report.md").read_text()
+    assert "| 66.7% ± 57.7% (samples 0%–100%; 4/6 runs) |" in md
+    assert "| calc-one | 2/3 resolved |" in md
+    again = EvalRun(load_tasks(task_set), [oracle], config, loader=loader).run()  # type: ignore[arg-type]
+    assert again.ran == 0 and len(again.results) == 6
+
+
+def test_progress_shows_done_resolved_so_far_and_eta() -> None:
+    stream = io.StringIO()
+    display = EvalProgressDisplay(stream, ["replay:a/frog.jsonl", "openai:http://h/v1#gemma"], parallel=2)
+    for index, (task, model, outcome, wall) in enumerate([
+        ("t1", "replay:a/frog.jsonl", "resolved", 40.0), ("t1", "openai:http://h/v1#gemma", "tests_fail", 20.0),
+    ], start=1):
+        result = JobResult(task_id=task, model=model, outcome=outcome, wall_s=wall)  # type: ignore[arg-type]
+        display(EvalProgress("done", task, model, index, 8, result=result))
+    last = stream.getvalue().splitlines()[-1]
+    # 6 jobs left, 30 s a job (the median), 2 at a time: 90 s.
+    assert last.endswith("· 2/8 done, resolved so far: replay:a/frog.jsonl 1/1, gemma 0/1, ETA 1m30s")
+    assert eta_seconds(6, [10.0, 50.0, 20.0], 3) == pytest.approx(40.0)
+    assert eta_seconds(5, [], 1) is None and eta_seconds(0, [], 1) == 0.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from agent.evaluation.report import JobResult, markdown_report, predictions_jsonl, summarise
+from agent.evaluation.report import JobResult, markdown_report, prediction_name, predictions_files, summarise
 from agent.evaluation.testlog import parse_test_log, status_of
 
 PYTEST_LOG = """\
@@ -62,5 +62,8 @@ def test_reports() -> None:
     assert "| m | 1/2 (50.0%) |" in md
     assert "| t2 | m | patch does not apply |" in md and "corrupt \\| patch" in md
     assert "| t3 | m | (not run) |" in md
-    lines = [json.loads(line) for line in predictions_jsonl(results).splitlines()]
-    assert lines[0] == {"instance_id": "t1", "model_name_or_path": "m", "model_patch": "diff --git a/x b/x\n"}
+    assert "| t1 | resolved |" in md and "| t3 | — |" in md  # side by side
+    (name,) = predictions_files(results, ["m"])
+    lines = [json.loads(line) for line in predictions_files(results, ["m"])[name].splitlines()]
+    assert name == prediction_name("m") + ".jsonl"
+    assert lines[0] == {"instance_id": "t1", "model_name_or_path": prediction_name("m"), "model_patch": "diff --git a/x b/x\n"}
