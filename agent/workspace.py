@@ -13,6 +13,7 @@ from agent.journal import Journal, UndoResult, state_home
 from agent.loop import AgentSession, Limits
 from agent.readstate import ReadState
 from agent.sandbox import CommandRunner, make_runner, sandbox_available
+from agent.sandbox_config import SandboxConfigError, load_settings
 from agent.watcher import ExternalChange, RepoWatcher, WatchedRunner
 from models.base import ChatModel
 from models.chat import ToolCall
@@ -103,10 +104,15 @@ def open_workspace(
     journal_namespace: str | None = None,
 ) -> Workspace:
     root = check_repo(root)
+    try:
+        settings = load_settings()
+    except SandboxConfigError as exc:
+        raise SetupError(str(exc)) from None
     sandbox_ok, why = (False, "disabled by --no-sandbox") if no_sandbox else sandbox_available()
     if mode in ("full-auto", "review") and not sandbox_ok and not no_sandbox:
         raise SetupError(f"{mode} mode needs a sandbox for Bash, and there is none ({why}); pass --no-sandbox to run anyway")
-    runner: CommandRunner = make_runner(root, want_sandbox=sandbox_ok)
+    base_runner = make_runner(root, want_sandbox=sandbox_ok, settings=settings)
+    runner: CommandRunner = base_runner
     sandbox_status = (
         f"sandbox: {runner.name}" if runner.sandboxed
         else f"NO SANDBOX ({why}): " + ("Bash runs unconfined" if mode in ("full-auto", "review") else "every Bash call asks")
