@@ -315,6 +315,7 @@ class BwrapRunner(LocalRunner):
 
         hidden = [p for p in hidden_paths(self.settings, environ, extra=_ribbit_private_folders()) if shown(p)]
         exposed = exposed_inside(self.settings, environ, hidden)
+        hidden = _needing_a_mask(hidden, binds=[*bound, *exposed])
         # A socket under a hidden folder is hidden with it, unless the user exposed the part it is in.
         sockets = [
             s for s in host_socket_paths()
@@ -433,6 +434,17 @@ def _remove_git_mount_point(path: Path, made: os.stat_result | None = None) -> N
         except OSError as exc:
             if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT, errno.EBUSY):
                 raise
+
+
+def _needing_a_mask(hidden: list[Path], binds: list[Path]) -> list[Path]:
+    """Drop a hidden path that an outer mask hides already, unless a bind in between shows it again."""
+    out = []
+    for path in hidden:
+        above = [m for m in (*hidden, *binds) if m != path and path.is_relative_to(m)]
+        nearest = max(above, key=lambda m: len(m.parts), default=None)
+        if nearest is None or nearest not in hidden:
+            out.append(path)
+    return out
 
 
 def _under_private_tree(path: Path) -> bool:

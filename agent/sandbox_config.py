@@ -190,9 +190,8 @@ def hidden_paths(settings: SandboxSettings, environ: Mapping[str, str], extra: I
         if real in exposed or real == Path("/") or not real.exists():
             continue
         found.add(real)
-    ordered = sorted(found, key=lambda p: (len(p.parts), str(p)))
-    # A path under another hidden one is hidden already.
-    return [p for p in ordered if not any(p != q and p.is_relative_to(q) for q in ordered)]
+    # Nested ones stay: a bind between them (the repository inside a hidden folder) can show one again.
+    return sorted(found, key=lambda p: (len(p.parts), str(p)))
 
 
 def exposed_inside(settings: SandboxSettings, environ: Mapping[str, str], hidden: Iterable[Path]) -> list[Path]:
