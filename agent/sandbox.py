@@ -262,7 +262,6 @@ class SandboxView:
     exposed: list[Path]
     sockets: list[Path]
     git_protected: list[Path]
-    env_names: list[str]
     tmp_bytes: int
     shm_bytes: int
 
@@ -324,10 +323,9 @@ class BwrapRunner(LocalRunner):
         ]
         if access == "read-only":
             writable = []
-        env_names = sorted(self.environment())
         return SandboxView(
             root=self.root, access=access, writable=writable, hidden=hidden, exposed=exposed, sockets=sockets,
-            git_protected=git_paths_to_protect(self.root), env_names=env_names,
+            git_protected=git_paths_to_protect(self.root),
             tmp_bytes=self.settings.tmp_bytes, shm_bytes=self.settings.shm_bytes,
         )
 

@@ -16,10 +16,12 @@ the `RIBBIT_SANDBOX_HIDE`, `RIBBIT_SANDBOX_EXPOSE`, `RIBBIT_SANDBOX_ENV` variabl
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
+import re
 import stat
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -145,8 +147,8 @@ def sandbox_env(
     environ: Mapping[str, str], settings: SandboxSettings, *, tmpdir: str | None,
 ) -> dict[str, str]:
     """The whole environment a command gets: allow-listed names from ribbit's, then the fixed values."""
-    patterns = (*ENV_ALLOWED, *settings.env)
-    env = {name: value for name, value in environ.items() if _allowed(name, patterns)}
+    allowed = _matcher((*ENV_ALLOWED, *settings.env))
+    env = {name: value for name, value in environ.items() if allowed(name)}
     if "LC_ALL" in environ and "LC_ALL" not in settings.env:
         # LC_ALL would override LC_MESSAGES=C: keep the user's locale for everything else through LANG.
         env.pop("LC_ALL", None)
@@ -163,8 +165,13 @@ def sandbox_env(
     return env
 
 
-def _allowed(name: str, patterns: Iterable[str]) -> bool:
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+@functools.lru_cache(maxsize=8)
+def _matcher(patterns: tuple[str, ...]) -> Callable[[str], bool]:
+    """Exact names by set lookup, the few patterns (LC_*, the user's) as one regex: called per command."""
+    exact = frozenset(p for p in patterns if not any(c in p for c in "*?["))
+    wild = [fnmatch.translate(p) for p in patterns if p not in exact]
+    regex = re.compile("|".join(wild)) if wild else None
+    return lambda name: name in exact or (regex is not None and regex.fullmatch(name) is not None)
 
 
 def hidden_paths(settings: SandboxSettings, environ: Mapping[str, str], extra: Iterable[Path] = ()) -> list[Path]:

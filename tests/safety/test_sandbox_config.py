@@ -210,3 +210,26 @@ def test_doctor_says_what_the_sandbox_allows(repo: Path, tmp_path: Path) -> None
     assert lines and str(repo) in writes and "/tmp (64 MiB)" in writes and "read-only" in writes and "no network" in writes
     assert "~/.ssh" in hides and "~/private" in hides and "/run" in hides and "socket" in hides
     assert "PATH" in env_line and "OPENAI_API_KEY" in env_line and "sk-doctor-secret-value" not in out
+
+
+def test_the_macos_profile_follows_the_same_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """sandbox-exec cannot run here: check the Seatbelt profile it would get (untested on macOS)."""
+    from agent.sandbox import SandboxExecRunner
+
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / 'odd"name').mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    runner = SandboxExecRunner(tmp_path, SandboxSettings(hide=['~/odd"name'], writable=["~/cache"]))
+    try:
+        writable, read_only = runner.profile("read-write"), runner.profile("read-only")
+        denied = next(line for line in writable.splitlines() if line.startswith("(deny file-read*"))
+        assert f'(subpath "{home / ".ssh"}")' in denied
+        assert writable.index("(allow file-read*)") < writable.index("(deny file-read*")  # the later rule wins
+        assert f'(subpath "{home}/odd\\"name")' in denied  # quoted, not a way to end the string
+        assert '(allow file-write* (subpath (param "ROOT")))' in writable and "ROOT" not in read_only
+        assert "cache" in writable and "cache" not in read_only
+        assert "(deny network*)" in read_only and '(deny file-write* (subpath (param "GITDIR"))' in read_only
+        assert "OPENAI_API_KEY" not in runner.environment()
+    finally:
+        runner.close()
