@@ -61,17 +61,22 @@ def sandbox_checks(root: Path, sandbox_ok: bool) -> list[Check]:
         + "; RIBBIT_SANDBOX_HIDE / _EXPOSE / _ENV add to it",
     )]
     env_names = sorted(sandbox_env(os.environ, settings, tmpdir="/tmp"))
+    tmp = f"a private /tmp ({settings.tmp_size_mb} MiB) and /dev/shm ({settings.shm_size_mb} MiB)"
     if sandbox_ok and bwrap_works()[0] and root.is_dir():
-        view = BwrapRunner(root, settings).view("read-write")
+        runner = BwrapRunner(root, settings)
+        view = runner.view("read-write")
+        runner.close()
         extra = [_home_short(p) for p in view.writable if p != view.root]
         hidden, sockets = view.hidden, view.sockets
+        if view.tmp_bytes is None:
+            tmp = "a private /tmp and /dev/shm on disk, not capped (bubblewrap older than 0.7 has no --size)"
     else:
         extra = []
         hidden, sockets = hidden_paths(settings, os.environ), []
     checks.append(Check(
         name="sandbox writes", ok=True,
         detail=(
-            f"{root} (not .git) and a private /tmp ({settings.tmp_size_mb} MiB) and /dev/shm ({settings.shm_size_mb} MiB)"
+            f"{root} (not .git) and {tmp}"
             + (", " + ", ".join(extra) if extra else "")
             + "; in ask and auto-edit, commands that run without asking get the repository read-only; no network"
         ),

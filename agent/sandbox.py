@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import errno
+import functools
 import os
 import re
 import shlex
@@ -262,8 +263,8 @@ class SandboxView:
     exposed: list[Path]
     sockets: list[Path]
     git_protected: list[Path]
-    tmp_bytes: int
-    shm_bytes: int
+    tmp_bytes: int | None  # None: bubblewrap older than 0.7 cannot cap a tmpfs; /tmp is a folder on disk
+    shm_bytes: int | None
 
 
 class BwrapRunner(LocalRunner):
@@ -273,6 +274,13 @@ class BwrapRunner(LocalRunner):
     def __init__(self, root: Path, settings: SandboxSettings | None = None) -> None:
         super().__init__(root, settings)
         _remove_git_mount_point(self.root / ".git")  # left by a ribbit killed while a command ran
+        # Without --size a tmpfs could take half the RAM: /tmp and /dev/shm are then a folder on disk
+        # (emptied after every command; ribbit never reads from it).
+        self._disk_tmp = None if bwrap_can_cap_tmpfs() else Path(tempfile.mkdtemp(prefix="ribbit-sandbox-tmp-", dir=_disk_tmp_base()))
+
+    def close(self) -> None:
+        if self._disk_tmp is not None:
+            shutil.rmtree(self._disk_tmp, ignore_errors=True)
 
     def environment(self) -> dict[str, str]:
         return sandbox_env(os.environ, self.settings, tmpdir="/tmp")
@@ -293,11 +301,17 @@ class BwrapRunner(LocalRunner):
                 made = os.lstat(dot_git)
             except OSError:
                 made = None  # the command cannot make it either (same user, fewer rights)
+        if self._disk_tmp is not None:
+            for sub in ("tmp", "shm"):
+                (self._disk_tmp / sub).mkdir(mode=0o700, exist_ok=True)
         try:
             yield
         finally:
             if made is not None:
                 _remove_git_mount_point(dot_git, made)
+            if self._disk_tmp is not None:
+                for sub in ("tmp", "shm"):
+                    shutil.rmtree(self._disk_tmp / sub, ignore_errors=True)  # never follows a link
 
     def view(self, access: Access = "read-write", cwd: Path | None = None) -> SandboxView:
         environ = os.environ
@@ -314,42 +328,37 @@ class BwrapRunner(LocalRunner):
 
         hidden = [p for p in hidden_paths(self.settings, environ, extra=_ribbit_private_folders()) if shown(p)]
         exposed = exposed_inside(self.settings, environ, hidden)
-        hidden = _needing_a_mask(hidden, binds=[*bound, *exposed])
-        # A socket under a hidden folder is hidden with it, unless the user exposed the part it is in.
-        sockets = [
-            s for s in host_socket_paths()
-            if shown(s)
-            and (not any(s.is_relative_to(h) for h in hidden) or any(s.is_relative_to(e) for e in exposed))
-        ]
+        binds = [*bound, *exposed]
+        # A mask under another one is needed only where a bind in between shows the path again.
+        hidden = [p for p in hidden if _visible(p, hidden, binds, below=True)]
+        sockets = [s for s in host_socket_paths() if shown(s) and _visible(s, hidden, binds)]
         if access == "read-only":
             writable = []
         return SandboxView(
             root=self.root, access=access, writable=writable, hidden=hidden, exposed=exposed, sockets=sockets,
             git_protected=git_paths_to_protect(self.root),
-            tmp_bytes=self.settings.tmp_bytes, shm_bytes=self.settings.shm_bytes,
+            tmp_bytes=None if self._disk_tmp else self.settings.tmp_bytes,
+            shm_bytes=None if self._disk_tmp else self.settings.shm_bytes,
         )
 
     def wrap(self, argv: list[str], cwd: Path, access: Access) -> list[str]:
         view = self.view(access)
-        args = [
-            "bwrap",
-            "--ro-bind", "/", "/",
-            "--dev", "/dev",
-            "--perms", "1777", "--size", str(view.shm_bytes), "--tmpfs", "/dev/shm",
-            "--remount-ro", "/dev",  # not recursive: /dev/shm stays writable, /dev itself does not
-            "--proc", "/proc",
-            "--perms", "1777", "--size", str(view.tmp_bytes), "--tmpfs", "/tmp",
-        ]
+        args = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev"]
+        args += self._scratch("/dev/shm", view.shm_bytes, "shm")
+        args += ["--remount-ro", "/dev"]  # not recursive: /dev/shm stays writable, /dev itself does not
+        args += ["--proc", "/proc"]
+        args += self._scratch("/tmp", view.tmp_bytes, "tmp")
         mounts: list[Mount] = []
         # A repository under /tmp sits on the private tmpfs: make the folders above it read-only,
         # so `../x` fails instead of quietly landing in a tmpfs that vanishes.
         for parent in self.root.parents:
             if parent.is_relative_to("/tmp") and parent != Path("/tmp"):
-                mounts.append(Mount("--dir", parent, perms="0555"))
+                # (On the disk fallback they are real folders, emptied after the command: keep them removable.)
+                mounts.append(Mount("--dir", parent, perms="0755" if self._disk_tmp else "0555"))
         masks = [h for h in view.hidden if h.is_dir()]
         for hidden in view.hidden:
             if hidden.is_dir():
-                mounts.append(Mount("--tmpfs", hidden, size=MASK_TMPFS_BYTES))
+                mounts.append(Mount("--tmpfs", hidden, size=None if self._disk_tmp else MASK_TMPFS_BYTES))
             else:
                 mounts.append(Mount("--ro-bind", hidden, src=Path("/dev/null")))
         mounts += [Mount("--ro-bind", p, src=p) for p in view.exposed]
@@ -374,6 +383,28 @@ class BwrapRunner(LocalRunner):
             args += ["--cap-drop", "ALL"]  # as root bwrap would keep capabilities (and ignore file modes)
         args.append("--")
         return args + argv
+
+
+    def _scratch(self, dest: str, size: int | None, sub: str) -> list[str]:
+        """A private, writable /tmp or /dev/shm: a capped tmpfs, or the runner's folder on disk."""
+        if self._disk_tmp is None:
+            return ["--perms", "1777", "--size", str(size), "--tmpfs", dest]
+        return ["--bind", str(self._disk_tmp / sub), dest]
+
+
+@functools.cache
+def bwrap_can_cap_tmpfs() -> bool:
+    """bubblewrap 0.7 added --size (Ubuntu 22.04 ships 0.6)."""
+    try:
+        helptext = subprocess.run(["bwrap", "--help"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "--size" in helptext
+
+
+def _disk_tmp_base() -> str | None:
+    """A disk-backed place for the fallback /tmp: /var/tmp where it is writable, else the default."""
+    return "/var/tmp" if os.access("/var/tmp", os.W_OK) else None
 
 
 def git_paths_to_protect(root: Path) -> list[Path]:
@@ -434,15 +465,12 @@ def _remove_git_mount_point(path: Path, made: os.stat_result | None = None) -> N
                 raise
 
 
-def _needing_a_mask(hidden: list[Path], binds: list[Path]) -> list[Path]:
-    """Drop a hidden path that an outer mask hides already, unless a bind in between shows it again."""
-    out = []
-    for path in hidden:
-        above = [m for m in (*hidden, *binds) if m != path and path.is_relative_to(m)]
-        nearest = max(above, key=lambda m: len(m.parts), default=None)
-        if nearest is None or nearest not in hidden:
-            out.append(path)
-    return out
+def _visible(path: Path, hidden: list[Path], binds: list[Path], below: bool = False) -> bool:
+    """Whether the host's `path` shows in the sandbox: the innermost mount above it decides (a bind shows,
+    a mask hides; a bind at the same depth is mounted later and wins). `below`: ignore a mask at `path` itself."""
+    above = [m for m in (*hidden, *binds) if path.is_relative_to(m) and not (below and m == path)]
+    nearest = max(above, key=lambda m: (len(m.parts), m in binds), default=None)
+    return nearest is None or nearest in binds
 
 
 def _under_private_tree(path: Path) -> bool:
@@ -543,8 +571,7 @@ def bwrap_works() -> tuple[bool, str]:
         return False, "bubblewrap (bwrap) is not installed; install the Debian package 'bubblewrap'"
     try:
         probe = subprocess.run(
-            [exe, "--ro-bind", "/", "/", "--perms", "1777", "--size", "65536", "--tmpfs", "/tmp",
-             "--unshare-all", "--die-with-parent", "--", "true"],
+            [exe, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "--", "true"],
             capture_output=True, timeout=10,
         )
     except (OSError, subprocess.SubprocessError) as exc:

@@ -19,7 +19,7 @@ from agent.sandbox_config import (
 )
 from tests.conftest import git, xml_call
 from tests.safety.helpers import tool_outputs
-from tests.safety.sandbox_helpers import host_folder, session
+from tests.safety.sandbox_helpers import UnixListener, host_folder, session
 
 
 def test_only_allow_listed_variables_pass_and_the_fixed_ones_win() -> None:
@@ -151,9 +151,15 @@ def test_a_repository_inside_a_hidden_folder_stays_usable_and_its_neighbours_hid
             "cat main.py && echo new > new.py && cat new.py",
             f"cat {parent}/clients/other/secret.txt; ls {parent}/clients",
             "cat private/key.txt",
+            "python3 -c \"import socket; socket.socket(socket.AF_UNIX).connect('dev.sock'); print('CONNECTED')\"",
         ]
-        workspace, recorder, _ = session(repo, tmp_path, *[xml_call("Bash", command=c) for c in commands], "done")
-        mine, neighbour, inner = tool_outputs(recorder)
+        listener = UnixListener(str(repo / "dev.sock"))  # shown again by the repository bind: masked too
+        try:
+            workspace, recorder, _ = session(repo, tmp_path, *[xml_call("Bash", command=c) for c in commands], "done")
+        finally:
+            listener.close()
+        mine, neighbour, inner, connect = tool_outputs(recorder)
+        assert "CONNECTED" not in connect and listener.connections == 0
         assert "print('acme')" in mine and (repo / "new.py").read_text() == "new\n"
         assert "ribbit-neighbour-secret" not in neighbour and "other" not in neighbour.splitlines()[-1]
         assert "ribbit-inner-secret" not in inner and "Exit code" in inner
@@ -233,3 +239,22 @@ def test_the_macos_profile_follows_the_same_rules(tmp_path: Path, monkeypatch: p
         assert "OPENAI_API_KEY" not in runner.environment()
     finally:
         runner.close()
+
+
+def test_without_tmpfs_size_caps_tmp_is_a_private_folder_on_disk_emptied_after_each_command(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """bubblewrap 0.6 (Ubuntu 22.04) has no --size: an uncapped tmpfs could take half the RAM."""
+    import agent.sandbox as sandbox
+
+    monkeypatch.setattr(sandbox, "bwrap_can_cap_tmpfs", lambda: False)
+    commands = [
+        "echo one > /tmp/a && echo shm > /dev/shm/b && cat /tmp/a /dev/shm/b && df --output=fstype /tmp | tail -1",
+        "ls -A /tmp /dev/shm; echo made > inrepo.txt",
+    ]
+    workspace, recorder, _ = session(repo, tmp_path, *[xml_call("Bash", command=c) for c in commands], "done")
+    first, second = tool_outputs(recorder)
+    assert first.splitlines()[:2] == ["one", "shm"] and "tmpfs" not in first
+    assert "a" not in second.split() and "b" not in second.split()  # emptied between commands
+    assert (repo / "inrepo.txt").read_text() == "made\n"
+    assert not list(Path("/var/tmp").glob("ribbit-sandbox-tmp-*"))  # removed with the session
