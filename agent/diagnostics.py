@@ -65,7 +65,10 @@ def sandbox_checks(root: Path, sandbox_ok: bool) -> list[Check]:
     if sandbox_ok and bwrap_works()[0] and root.is_dir():
         runner = BwrapRunner(root, settings)
         view = runner.view("read-write")
+        probe = _probe(runner, root)
         runner.close()
+        if probe:
+            checks.append(Check(name="sandbox probe", ok=False, detail=f"a command in this layout fails: {probe}"))
         extra = [_home_short(p) for p in view.writable if p != view.root]
         hidden, sockets = view.hidden, view.sockets
         if view.tmp_bytes is None:
@@ -90,6 +93,20 @@ def sandbox_checks(root: Path, sandbox_ok: bool) -> list[Check]:
         name="sandbox env", ok=True, detail=" ".join(env_names) + " (values not shown; nothing else is passed)",
     ))
     return checks
+
+
+def _probe(runner: object, root: Path) -> str:
+    """Run `true` in the real layout, read-only (nothing is made in the folder); '' when it works."""
+    import threading
+
+    from agent.sandbox import BwrapRunner
+
+    assert isinstance(runner, BwrapRunner)
+    result = runner.run("true", root, 20, threading.Event(), access="read-only")
+    if result.exit_code == 0:
+        return ""
+    lines = result.output.strip().splitlines()
+    return lines[-1][:200] if lines else f"exit code {result.exit_code}"
 
 
 def _home_short(path: Path) -> str:

@@ -258,3 +258,17 @@ def test_without_tmpfs_size_caps_tmp_is_a_private_folder_on_disk_emptied_after_e
     assert "a" not in second.split() and "b" not in second.split()  # emptied between commands
     assert (repo / "inrepo.txt").read_text() == "made\n"
     assert not list(Path("/var/tmp").glob("ribbit-sandbox-tmp-*"))  # removed with the session
+
+
+def test_doctor_runs_the_real_layout_and_says_when_it_fails(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent.diagnostics import agent_checks
+    from agent.sandbox import BwrapRunner
+
+    assert "sandbox probe" not in {c.name for c in agent_checks(repo)}  # this layout works here
+    real_wrap = BwrapRunner.wrap
+    def broken(self: BwrapRunner, argv: list[str], cwd: Path, access: str) -> list[str]:
+        return ["bwrap", "--no-such-option", *real_wrap(self, argv, cwd, access)[1:]]  # type: ignore[arg-type]
+
+    monkeypatch.setattr(BwrapRunner, "wrap", broken)
+    probe = {c.name: c for c in agent_checks(repo)}["sandbox probe"]
+    assert not probe.ok and "no-such-option" in probe.detail
