@@ -139,3 +139,24 @@ def test_ribbit_run_asks_on_stdin_when_a_read_only_command_tried_to_write(
     assert "tried to write when run read-only" in result.stderr
     output = result.tool_results()[0]
     assert "nothing was changed" in output and "keep my notes" in output
+
+
+def test_a_read_only_only_plan_never_asks_and_tells_the_model(work: Path, tmp_path: Path) -> None:
+    """What issue 14's `plan` mode will reuse: every command read-only, no question, a note on a write."""
+    from agent.approvals import READ_ONLY_ONLY
+    from agent.workspace import open_workspace
+    from tests.safety.helpers import HookedReplay, Recorder, write_replay
+
+    before = tree_bytes(work)
+    recorder, approver = Recorder(), ScriptedApprover(True, True)
+    replay = write_replay(tmp_path / "r.jsonl", xml_call("Bash", command="touch made.txt"), xml_call("Bash", command="cat notes.txt"), "done")
+    workspace = open_workspace(HookedReplay(replay), work, mode="ask", approver=approver, sink=recorder, watch=False)
+    workspace.session.changes.policy.plan_bash = lambda command: READ_ONLY_ONLY  # type: ignore[method-assign]
+    try:
+        workspace.session.run("go")
+    finally:
+        workspace.close()
+    wrote, read = tool_outputs(recorder)
+    assert approver.requests == [] and tree_bytes(work) == before
+    assert "read-only" in wrote and "nothing was changed" in wrote and wrote.endswith("Exit code 1")
+    assert read.strip() == "my notes"
