@@ -50,7 +50,7 @@ def per_command(root: Path, rounds: int, baseline: Path | None) -> None:
         old = load_baseline(baseline).BwrapRunner(root)
         cases["baseline bubblewrap (writable)"] = lambda: old.run("true", root, 30, cancel)
     times: dict[str, list[float]] = {name: [] for name in cases}
-    for name, case in cases.items():
+    for case in cases.values():
         case()  # warm caches
     for _ in range(rounds):
         for name, case in cases.items():

@@ -356,7 +356,7 @@ def test_a_folder_that_is_not_a_repository_never_gets_a_git(tmp_path: Path, mode
         approver=ScriptedApprover(*[True] * 20),
     )
     outputs = tool_outputs(recorder)
-    for attempt, output in zip(ATTEMPTS_ON_A_MISSING_GIT, outputs):
+    for attempt, output in zip(ATTEMPTS_ON_A_MISSING_GIT, outputs[: len(ATTEMPTS_ON_A_MISSING_GIT)], strict=True):
         assert "Exit code" in output, (attempt, output)
     # While a command runs, `.git` is at most an empty, read-only mount point.
     assert outputs[-1].startswith("ls:") or len(outputs[-1].splitlines()) == 3
