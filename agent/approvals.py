@@ -5,12 +5,16 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from agent.diffs import Hunk
+from agent.events import ApprovalEvent
+from agent.sandbox import Access
 
 Mode = Literal["ask", "auto-edit", "full-auto", "review"]
 MODES: tuple[Mode, ...] = ("ask", "auto-edit", "full-auto", "review")
@@ -33,6 +37,20 @@ class BashApprovalRequest(BaseModel):
     cwd: str
     sandboxed: bool
     description: str | None = None
+    # What the command gets if approved: the repository writable (and, when sandboxed, nothing else).
+    access: Access = "read-write"
+    # True when the command ran read-only without asking and failed trying to write: the question
+    # is whether to run it again with write access.
+    tried_to_write: bool = False
+
+    def where(self) -> str:
+        """One line on what approving means, for any approver that prints the request."""
+        if not self.sandboxed:
+            return "NOT sandboxed: it can change anything you can"
+        text = "sandboxed: the repository writable (not .git), no network"
+        if self.tried_to_write:
+            return "it tried to write when run read-only; run it again " + text.removeprefix("sandboxed: ")
+        return text
 
 
 class PatchHunkApprovalRequest(BaseModel):
@@ -79,7 +97,8 @@ class RejectAll:
         return ApprovalDecision(approved=False, reason="no one was available to approve")
 
 
-# Read-only commands that never need a question in ask/auto-edit when the sandbox is on.
+# Commands that run without a question in ask/auto-edit when the sandbox is on, with the repository
+# read-only: the list is about what is worth not asking for, the sandbox about what cannot write.
 DEFAULT_ALLOW = (
     "ls", "pwd", "cat", "head", "tail", "wc", "grep", "rg", "find", "tree", "file", "stat", "echo",
     "git status", "git diff", "git log", "git show", "git branch", "python --version", "which",
@@ -136,6 +155,24 @@ class AllowList:
                 self.store.write_text(json.dumps({"allow": self.user}, indent=2) + "\n")
 
 
+class BashPlan(BaseModel):
+    """How one Bash command goes: asked about first or not, and what it may write."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ask: bool
+    access: Access
+    # A read-only run that fails on a write may ask the user to run it again writable.
+    may_ask_to_write: bool = False
+
+
+ASK_THEN_WRITE = BashPlan(ask=True, access="read-write")
+WRITE_WITHOUT_ASKING = BashPlan(ask=False, access="read-write")
+READ_ONLY_THEN_ASK = BashPlan(ask=False, access="read-only", may_ask_to_write=True)
+# Issue 14's `plan` mode: every command read-only, never a question.
+READ_ONLY_ONLY = BashPlan(ask=False, access="read-only")
+
+
 class ApprovalPolicy:
     """The mode table of CONTRACT.md. Mutable: 'approve all' switches ask -> auto-edit."""
 
@@ -147,10 +184,42 @@ class ApprovalPolicy:
     def edit_needs_approval(self) -> bool:
         return self.mode == "ask"
 
-    def bash_needs_approval(self, command: str) -> bool:
+    def plan_bash(self, command: str) -> BashPlan:
+        """CONTRACT "What without asking may do": in ask and auto-edit a command runs without a question
+        only if it cannot write, i.e. read-only in the sandbox; writing needs a yes."""
         if self.mode in ("full-auto", "review"):
             # Those modes only start without a sandbox when the user said --no-sandbox.
-            return False
+            return WRITE_WITHOUT_ASKING
         if not self.sandboxed:
-            return True
-        return not self.allow.allows(command)
+            return ASK_THEN_WRITE  # nothing can make a command read-only: every one asks
+        return READ_ONLY_THEN_ASK if self.allow.allows(command) else ASK_THEN_WRITE
+
+    def bash_needs_approval(self, command: str) -> bool:
+        return self.plan_bash(command).ask
+
+
+@dataclass
+class ApprovalDesk:
+    """The one place a tool asks the user: the mode's policy, the approver, and the transcript record.
+
+    Bash goes through it today; the edit gate and a future per-tool orchestrator can too.
+    """
+
+    policy: ApprovalPolicy
+    approver: Approver
+    emit: Callable[[ApprovalEvent], None]
+
+    def ask(self, request: ApprovalRequest) -> ApprovalDecision:
+        decision = self.approver.decide(request)
+        self.emit(
+            ApprovalEvent(
+                tool_call_id=request.tool_call_id,
+                decision="approved" if decision.approved else "rejected",
+                reason=decision.reason,
+            )
+        )
+        return decision
+
+    def remember_prefix(self, command: str) -> None:
+        """'Always allow': the prefix runs without asking from now on, read-only."""
+        self.policy.allow.add(command_prefix(command))

@@ -1,31 +1,55 @@
 """Running Bash commands: a plain local runner and two sandboxes, behind one small interface.
 
-Linux (bubblewrap): the whole system read-only, the repository writable except `.git/`, a private
-/tmp, no network, a new PID namespace, and it dies with ribbit (--die-with-parent).
+Linux (bubblewrap): the whole system read-only, the repository writable except `.git` (or read-only
+too: `access="read-only"`), credential folders and host sockets hidden, a private size-capped /tmp and
+/dev/shm, no network, a new PID namespace, a minimal environment, and it dies with ribbit.
 macOS (sandbox-exec): the same file rules and no network through a Seatbelt profile; there is no
 PID namespace there, so the process group is killed when ribbit exits.
-Every runner: empty stdin, output capped head+tail, timeout and cancel kill the whole process group.
+Every runner: empty stdin, output capped head+tail, timeout and cancel kill the whole process group,
+and nothing is read back from a file the command could touch: the final working directory comes back
+through an inherited pipe, bounded.
 """
 
 from __future__ import annotations
 
 import atexit
+import errno
+import functools
 import os
+import re
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
+
+from agent.sandbox_config import (
+    SandboxSettings, hidden_paths, exposed_inside, expand, home_dir, host_socket_paths, sandbox_env,
+)
 
 HEAD_BYTES = 256 * 1024
 TAIL_BYTES = 256 * 1024
+# The working directory comes back through a pipe the command can also write to: read at most this.
+CWD_PIPE_LIMIT = 1 << 20
+MASK_TMPFS_BYTES = 1 << 20
+# An empty `.git` folder ribbit makes as a mount point while a command runs, told apart by its mode.
+GIT_MOUNT_POINT_MODE = 0o500
+# Where a sandbox has its own empty, private folders; hidden or socket paths under them need no mask.
+PRIVATE_TREES = (Path("/tmp"), Path("/dev"), Path("/proc"))
+
+Access = Literal["read-only", "read-write"]
+# strerror(EROFS), however the program words the rest; LC_MESSAGES=C keeps it English.
+_READ_ONLY_MESSAGE = re.compile(r"read-only file system", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -36,13 +60,28 @@ class CommandResult:
     cancelled: bool
     cwd: Path | None  # the shell's working directory when it exited, if known
     dropped_lines: int = 0  # lines dropped from the middle while capturing very long output
+    access: Access = "read-write"
+
+
+def tried_to_write(result: CommandResult) -> bool:
+    """A read-only run that failed on a write (EROFS): the user may want it run with write access."""
+    return (
+        result.access == "read-only" and result.exit_code not in (0, None)
+        and _READ_ONLY_MESSAGE.search(result.output) is not None
+    )
+
+
+class SandboxError(Exception):
+    """A command cannot run the way it was asked to (e.g. read-only without a sandbox)."""
 
 
 class CommandRunner(Protocol):
     name: str
     sandboxed: bool
 
-    def run(self, command: str, cwd: Path, timeout: float, cancel: threading.Event) -> CommandResult: ...
+    def run(
+        self, command: str, cwd: Path, timeout: float, cancel: threading.Event, access: Access = "read-write",
+    ) -> CommandResult: ...
 
 
 class _Capture:
@@ -73,35 +112,73 @@ class _Capture:
 
 
 class LocalRunner:
-    """No isolation at all: used only when the user accepts that (approval per call, or --no-sandbox)."""
+    """No isolation at all: used only when the user accepts that (approval per call, or --no-sandbox).
+
+    It still gets the minimal environment: nothing the model runs should print ribbit's secrets.
+    """
 
     name = "none"
     sandboxed = False
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self._state = Path(tempfile.mkdtemp(prefix="ribbit-shell-"))
-
-    def wrap(self, argv: list[str], cwd: Path) -> list[str]:
-        return argv
+    def __init__(self, root: Path, settings: SandboxSettings | None = None) -> None:
+        self.root = root.resolve()
+        self.settings = settings or SandboxSettings()
+        self.writable_runs = 0  # commands that could change the repository (the journal snapshots after them)
 
     def close(self) -> None:
-        """Remove the runner's scratch folder (the shell's cwd file)."""
-        shutil.rmtree(self._state, ignore_errors=True)
+        """Nothing to clean up: no scratch folder (kept for callers that close every runner)."""
 
-    def run(self, command: str, cwd: Path, timeout: float, cancel: threading.Event) -> CommandResult:
-        cwd_file = self._state / "cwd"
-        cwd_file.unlink(missing_ok=True)
-        script = (
-            f"cd -- {shlex.quote(str(cwd))} 2>/dev/null || cd -- {shlex.quote(str(self.root))}\n"
-            f"trap 'pwd > {shlex.quote(str(cwd_file))}' EXIT\n"
-            f"{command}\n"
+    def environment(self) -> dict[str, str]:
+        return sandbox_env(os.environ, self.settings, tmpdir=None)
+
+    @contextmanager
+    def prepared(self, access: Access) -> Iterator[None]:
+        """Per-command setup and teardown around the process (the sandbox's `.git` mount point)."""
+        yield
+
+    def wrap(self, argv: list[str], cwd: Path, access: Access) -> list[str]:
+        return argv
+
+    def launch_dir(self, cwd: Path) -> Path:
+        return cwd if cwd.is_dir() else self.root
+
+    def run(
+        self, command: str, cwd: Path, timeout: float, cancel: threading.Event, access: Access = "read-write",
+    ) -> CommandResult:
+        if access == "read-only" and not self.sandboxed:
+            raise SandboxError("cannot run a command read-only without a sandbox")
+        if access == "read-write":
+            self.writable_runs += 1
+        cwd_read, cwd_write = os.pipe()
+        try:
+            script = (
+                # The OOM killer takes a runaway command before ribbit and its model.
+                "{ echo 1000 > /proc/self/oom_score_adj; } 2>/dev/null\n"
+                f"cd -- {shlex.quote(str(cwd))} 2>/dev/null || cd -- {shlex.quote(str(self.root))}\n"
+                f"trap 'printf \"%s\\0\" \"$PWD\" >&{cwd_write}' EXIT\n"
+                f"{command}\n"
+            )
+            with self.prepared(access):
+                argv = self.wrap(["bash", "-c", script], cwd, access)
+                capture, exit_code, timed_out, cancelled = self._execute(argv, cwd, timeout, cancel, cwd_write)
+            os.close(cwd_write)
+            cwd_write = -1
+            final_cwd = _read_cwd(cwd_read)
+        finally:
+            for fd in (cwd_read, cwd_write):
+                if fd >= 0:
+                    os.close(fd)
+        return CommandResult(
+            output=capture.text(), exit_code=exit_code, timed_out=timed_out, cancelled=cancelled,
+            cwd=final_cwd, dropped_lines=capture.dropped_lines, access=access,
         )
-        argv = self.wrap(["bash", "-c", script], cwd)
-        env = dict(os.environ, PAGER="cat", GIT_PAGER="cat", TERM="dumb", NO_COLOR="1")
+
+    def _execute(
+        self, argv: list[str], cwd: Path, timeout: float, cancel: threading.Event, cwd_write: int,
+    ) -> tuple[_Capture, int | None, bool, bool]:
         proc = subprocess.Popen(
-            argv, cwd=str(cwd if cwd.is_dir() else self.root), stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, env=env,
+            argv, cwd=str(self.launch_dir(cwd)), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, start_new_session=True, env=self.environment(), pass_fds=(cwd_write,),
         )
         _RUNNING.add(proc)
         capture = _Capture()
@@ -126,55 +203,289 @@ class LocalRunner:
         _RUNNING.discard(proc)
         # Survivors that escaped the group could hold the pipe open; don't wait on them forever.
         reader.join(timeout=2)
-        final_cwd = None
+        exit_code = None if (timed_out or cancelled) else proc.returncode
+        return capture, exit_code, timed_out, cancelled
+
+
+def _read_cwd(fd: int) -> Path | None:
+    """The last NUL-terminated path the EXIT trap wrote; never blocks, reads at most CWD_PIPE_LIMIT."""
+    os.set_blocking(fd, False)
+    data = b""
+    total = 0
+    while total < CWD_PIPE_LIMIT:
         try:
-            final_cwd = Path(cwd_file.read_text().strip()) if cwd_file.exists() else None
-        except OSError:
-            final_cwd = None
-        return CommandResult(
-            output=capture.text(), exit_code=None if (timed_out or cancelled) else proc.returncode,
-            timed_out=timed_out, cancelled=cancelled, cwd=final_cwd, dropped_lines=capture.dropped_lines,
-        )
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            break  # a survivor still holds the write end: take what is there
+        if not chunk:
+            break
+        total += len(chunk)
+        data = (data + chunk)[-8192:]
+    records = data.split(b"\0")[:-1]  # the part after the last NUL is incomplete
+    if not records or not records[-1]:
+        return None
+    text = records[-1].decode("utf-8", "surrogateescape")
+    if not text.startswith("/") or len(text) > 4096:
+        return None
+    return Path(text)
+
+
+@dataclass(frozen=True)
+class Mount:
+    """One bubblewrap mount operation (with its --perms/--size prefix)."""
+
+    op: str
+    dest: Path
+    src: Path | None = None
+    perms: str | None = None
+    size: int | None = None
+
+    def args(self) -> list[str]:
+        out: list[str] = []
+        if self.perms is not None:
+            out += ["--perms", self.perms]
+        if self.size is not None:
+            out += ["--size", str(self.size)]
+        out.append(self.op)
+        if self.src is not None:
+            out.append(str(self.src))
+        return out + [str(self.dest)]
+
+
+@dataclass(frozen=True)
+class SandboxView:
+    """What a sandboxed command can see and change; `ribbit doctor` prints it, BwrapRunner mounts it."""
+
+    root: Path
+    access: Access
+    writable: list[Path]
+    hidden: list[Path]
+    exposed: list[Path]
+    sockets: list[Path]
+    git_protected: list[Path]
+    tmp_bytes: int | None  # None: bubblewrap older than 0.7 cannot cap a tmpfs; /tmp is a folder on disk
+    shm_bytes: int | None
 
 
 class BwrapRunner(LocalRunner):
     name = "bubblewrap"
     sandboxed = True
 
-    def wrap(self, argv: list[str], cwd: Path) -> list[str]:
-        root = str(self.root)
-        state = str(self._state)
-        args = [
-            "bwrap",
-            "--ro-bind", "/", "/",
-            "--dev", "/dev",
-            "--proc", "/proc",
-            "--perms", "1777", "--tmpfs", "/tmp",
-        ]
+    def __init__(self, root: Path, settings: SandboxSettings | None = None) -> None:
+        super().__init__(root, settings)
+        _remove_git_mount_point(self.root / ".git")  # left by a ribbit killed while a command ran
+        # Without --size a tmpfs could take half the RAM: /tmp and /dev/shm are then a folder on disk
+        # (emptied after every command; ribbit never reads from it).
+        self._disk_tmp = None if bwrap_can_cap_tmpfs() else Path(tempfile.mkdtemp(prefix="ribbit-sandbox-tmp-", dir=_disk_tmp_base()))
+
+    def close(self) -> None:
+        if self._disk_tmp is not None:
+            shutil.rmtree(self._disk_tmp, ignore_errors=True)
+
+    def environment(self) -> dict[str, str]:
+        return sandbox_env(os.environ, self.settings, tmpdir="/tmp")
+
+    def launch_dir(self, cwd: Path) -> Path:
+        return Path("/")  # bwrap's --chdir places the command; the host process never enters the repo
+
+    @contextmanager
+    def prepared(self, access: Access) -> Iterator[None]:
+        """In a writable repository with no `.git`, an empty read-only `.git` is mounted while the command
+        runs, so it cannot create a repository that ribbit or the user's next `git` would trust.
+        bwrap needs a mount point: ribbit makes an empty folder and removes it right after."""
+        made = None
+        dot_git = self.root / ".git"
+        if access == "read-write" and not os.path.lexists(dot_git):
+            try:
+                os.mkdir(dot_git, GIT_MOUNT_POINT_MODE)
+                made = os.lstat(dot_git)
+            except OSError:
+                made = None  # the command cannot make it either (same user, fewer rights)
+        if self._disk_tmp is not None:
+            for sub in ("tmp", "shm"):
+                (self._disk_tmp / sub).mkdir(mode=0o700, exist_ok=True)
+        try:
+            yield
+        finally:
+            if made is not None:
+                _remove_git_mount_point(dot_git, made)
+            if self._disk_tmp is not None:
+                for sub in ("tmp", "shm"):
+                    shutil.rmtree(self._disk_tmp / sub, ignore_errors=True)  # never follows a link
+
+    def view(self, access: Access = "read-write", cwd: Path | None = None) -> SandboxView:
+        environ = os.environ
+        writable = [self.root]
+        if access == "read-write":
+            home = home_dir(environ)
+            extra = (expand(w, home).resolve() for w in self.settings.writable)
+            writable += [p for p in extra if p.exists() and not p.is_relative_to(self.root)]
+        # Host paths the sandbox shows under its private /tmp, /dev, /proc: only what is bound there.
+        bound = [self.root, *writable]
+
+        def shown(path: Path) -> bool:
+            return not _under_private_tree(path) or any(path.is_relative_to(b) for b in bound)
+
+        hidden = [p for p in hidden_paths(self.settings, environ, extra=_ribbit_private_folders()) if shown(p)]
+        exposed = exposed_inside(self.settings, environ, hidden)
+        binds = [*bound, *exposed]
+        # A mask under another one is needed only where a bind in between shows the path again.
+        hidden = [p for p in hidden if _visible(p, hidden, binds, below=True)]
+        sockets = [s for s in host_socket_paths() if shown(s) and _visible(s, hidden, binds)]
+        if access == "read-only":
+            writable = []
+        return SandboxView(
+            root=self.root, access=access, writable=writable, hidden=hidden, exposed=exposed, sockets=sockets,
+            git_protected=git_paths_to_protect(self.root),
+            tmp_bytes=None if self._disk_tmp else self.settings.tmp_bytes,
+            shm_bytes=None if self._disk_tmp else self.settings.shm_bytes,
+        )
+
+    def wrap(self, argv: list[str], cwd: Path, access: Access) -> list[str]:
+        view = self.view(access)
+        args = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev"]
+        args += self._scratch("/dev/shm", view.shm_bytes, "shm")
+        args += ["--remount-ro", "/dev"]  # not recursive: /dev/shm stays writable, /dev itself does not
+        args += ["--proc", "/proc"]
+        args += self._scratch("/tmp", view.tmp_bytes, "tmp")
+        mounts: list[Mount] = []
         # A repository under /tmp sits on the private tmpfs: make the folders above it read-only,
         # so `../x` fails instead of quietly landing in a tmpfs that vanishes.
-        made: set[str] = set()
-        for target in (self.root, self._state):
-            for parent in reversed(target.parents):
-                if parent.is_relative_to("/tmp") and parent != Path("/tmp") and str(parent) not in made:
-                    made.add(str(parent))
-                    args += ["--perms", "0555", "--dir", str(parent)]
-        args += ["--bind", root, root]
-        git_dir = self.root / ".git"
-        if git_dir.exists():
-            args += ["--ro-bind", str(git_dir), str(git_dir)]
+        for parent in self.root.parents:
+            if parent.is_relative_to("/tmp") and parent != Path("/tmp"):
+                # (On the disk fallback they are real folders, emptied after the command: keep them removable.)
+                mounts.append(Mount("--dir", parent, perms="0755" if self._disk_tmp else "0555"))
+        masks = [h for h in view.hidden if h.is_dir()]
+        for hidden in view.hidden:
+            if hidden.is_dir():
+                mounts.append(Mount("--tmpfs", hidden, size=None if self._disk_tmp else MASK_TMPFS_BYTES))
+            else:
+                mounts.append(Mount("--ro-bind", hidden, src=Path("/dev/null")))
+        mounts += [Mount("--ro-bind", p, src=p) for p in view.exposed]
+        root_op = "--bind" if access == "read-write" else "--ro-bind"
+        mounts.append(Mount(root_op, self.root, src=self.root))
+        mounts += [Mount("--bind", p, src=p) for p in view.writable if p != self.root]
+        mounts += [Mount("--ro-bind", p, src=p) for p in view.git_protected]
+        mounts += [Mount("--ro-bind", s, src=Path("/dev/null")) for s in view.sockets]
+        # Parents before children, so a later mount lands on top of (not under) an earlier one.
+        mounts.sort(key=lambda m: len(m.dest.parts))
+        for mount in mounts:
+            args += mount.args()
+        for mask in masks:
+            args += ["--remount-ro", str(mask)]
         args += [
-            "--bind", state, state,
             "--unshare-all",  # network, PID, IPC, UTS, cgroup (and user, where allowed) namespaces
             "--die-with-parent",
             "--new-session",
             "--chdir", str(cwd if cwd.is_dir() else self.root),
-            "--setenv", "TMPDIR", "/tmp",
         ]
         if os.geteuid() == 0:
             args += ["--cap-drop", "ALL"]  # as root bwrap would keep capabilities (and ignore file modes)
         args.append("--")
         return args + argv
+
+
+    def _scratch(self, dest: str, size: int | None, sub: str) -> list[str]:
+        """A private, writable /tmp or /dev/shm: a capped tmpfs, or the runner's folder on disk."""
+        if self._disk_tmp is None:
+            return ["--perms", "1777", "--size", str(size), "--tmpfs", dest]
+        return ["--bind", str(self._disk_tmp / sub), dest]
+
+
+@functools.cache
+def bwrap_can_cap_tmpfs() -> bool:
+    """bubblewrap 0.7 added --size (Ubuntu 22.04 ships 0.6)."""
+    try:
+        helptext = subprocess.run(["bwrap", "--help"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "--size" in helptext
+
+
+def _disk_tmp_base() -> str | None:
+    """A disk-backed place for the fallback /tmp: /var/tmp where it is writable, else the default."""
+    return "/var/tmp" if os.access("/var/tmp", os.W_OK) else None
+
+
+def git_paths_to_protect(root: Path) -> list[Path]:
+    """`.git` itself, and where a `.git` file points inside the repository (its gitdir and commondir).
+
+    Outside the repository everything is read-only already. A `.git` that is a symlink cannot carry a
+    mount: its target is protected, the link itself is not (ribbit's own git trusts only the start state).
+    """
+    dot_git = root / ".git"
+    try:
+        info = os.lstat(dot_git)
+    except OSError:
+        return []
+    out: list[Path] = []
+    if stat.S_ISLNK(info.st_mode):
+        target = dot_git.resolve()
+        if target.exists() and target.is_relative_to(root):
+            out.append(target)
+        return out
+    out.append(dot_git)
+    if stat.S_ISREG(info.st_mode) and info.st_size <= 4096:
+        gitdir = _gitfile_target(dot_git, root)
+        if gitdir is not None:
+            common = _gitfile_target(gitdir / "commondir", gitdir, prefix="")
+            for path in (gitdir, common):
+                if path is not None and path.exists() and path.is_relative_to(root) and path != root:
+                    out.append(path)
+    return out
+
+
+def _gitfile_target(path: Path, base: Path, prefix: str = "gitdir:") -> Path | None:
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
+        text = path.read_text(errors="replace")[:4096].strip()
+    except OSError:
+        return None
+    if not text.startswith(prefix):
+        return None
+    target = Path(text[len(prefix):].strip())
+    return (target if target.is_absolute() else base / target).resolve()
+
+
+def _remove_git_mount_point(path: Path, made: os.stat_result | None = None) -> None:
+    """Remove the empty `.git` ribbit made (the same folder, or one with ribbit's marker mode), nothing else."""
+    try:
+        now = os.lstat(path)
+    except OSError:
+        return
+    if not stat.S_ISDIR(now.st_mode):
+        return
+    ours = (now.st_dev, now.st_ino) == (made.st_dev, made.st_ino) if made else stat.S_IMODE(now.st_mode) == GIT_MOUNT_POINT_MODE
+    if ours:
+        try:
+            os.rmdir(path)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT, errno.EBUSY):
+                raise
+
+
+def _visible(path: Path, hidden: list[Path], binds: list[Path], below: bool = False) -> bool:
+    """Whether the host's `path` shows in the sandbox: the innermost mount above it decides (a bind shows,
+    a mask hides; a bind at the same depth is mounted later and wins). `below`: ignore a mask at `path` itself."""
+    above = [m for m in (*hidden, *binds) if path.is_relative_to(m) and not (below and m == path)]
+    nearest = max(above, key=lambda m: (len(m.parts), m in binds), default=None)
+    return nearest is None or nearest in binds
+
+
+def _under_private_tree(path: Path) -> bool:
+    return any(path == tree or path.is_relative_to(tree) for tree in PRIVATE_TREES)
+
+
+def _ribbit_private_folders() -> list[Path]:
+    """ribbit's own state (other projects' undo journals, allow lists): no command needs it."""
+    from agent.journal import state_home
+
+    return [state_home()]
+
+
+def _seatbelt_string(path: Path) -> str:
+    return '"' + str(path).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 SEATBELT_PROFILE = """(version 1)
@@ -187,9 +498,7 @@ SEATBELT_PROFILE = """(version 1)
 (allow file-read*)
 (allow file-ioctl)
 (allow file-write-data (literal "/dev/null") (literal "/dev/zero") (regex #"^/dev/tty") (regex #"^/dev/fd/"))
-(allow file-write* (subpath (param "ROOT")) (subpath (param "TMP")) (subpath (param "STATE")))
-(deny file-write* (subpath (param "GITDIR")) (literal (param "GITDIR")))
-(deny network*)
+(allow file-write* (subpath (param "TMP")))
 """
 
 
@@ -199,21 +508,37 @@ class SandboxExecRunner(LocalRunner):
     name = "sandbox-exec"
     sandboxed = True
 
-    def __init__(self, root: Path) -> None:
-        super().__init__(root)
+    def __init__(self, root: Path, settings: SandboxSettings | None = None) -> None:
+        super().__init__(root, settings)
         self._tmp = Path(tempfile.mkdtemp(prefix="ribbit-tmp-"))  # the private TMPDIR
 
     def close(self) -> None:
-        super().close()
         shutil.rmtree(self._tmp, ignore_errors=True)
 
-    def wrap(self, argv: list[str], cwd: Path) -> list[str]:
+    def environment(self) -> dict[str, str]:
+        return sandbox_env(os.environ, self.settings, tmpdir=str(self._tmp))
+
+    def profile(self, access: Access) -> str:
+        hidden = hidden_paths(self.settings, os.environ, extra=_ribbit_private_folders())
+        rules = [SEATBELT_PROFILE]
+        if hidden:
+            rules.append("(deny file-read* " + " ".join(f"(subpath {_seatbelt_string(h)})" for h in hidden) + ")\n")
+        if access == "read-write":
+            rules.append('(allow file-write* (subpath (param "ROOT")))\n')
+            home = home_dir(os.environ)
+            for extra in self.settings.writable:
+                rules.append(f"(allow file-write* (subpath {_seatbelt_string(expand(extra, home).resolve())}))\n")
+        # Seatbelt matches paths, so `.git` is protected whether or not it exists yet.
+        rules.append('(deny file-write* (subpath (param "GITDIR")) (literal (param "GITDIR")))\n(deny network*)\n')
+        return "".join(rules)
+
+    def wrap(self, argv: list[str], cwd: Path, access: Access) -> list[str]:
         real = lambda p: str(Path(p).resolve())  # noqa: E731 (Seatbelt matches resolved paths: /private/var/...)
         return [
-            "sandbox-exec", "-p", SEATBELT_PROFILE,
-            "-D", f"ROOT={real(self.root)}", "-D", f"TMP={real(self._tmp)}", "-D", f"STATE={real(self._state)}",
+            "sandbox-exec", "-p", self.profile(access),
+            "-D", f"ROOT={real(self.root)}", "-D", f"TMP={real(self._tmp)}",
             "-D", f"GITDIR={real(self.root / '.git')}",
-            "/usr/bin/env", f"TMPDIR={self._tmp}", *argv,
+            *argv,
         ]
 
 
@@ -257,10 +582,10 @@ def bwrap_works() -> tuple[bool, str]:
     return True, "bubblewrap"
 
 
-def make_runner(root: Path, want_sandbox: bool = True) -> CommandRunner:
+def make_runner(root: Path, want_sandbox: bool = True, settings: SandboxSettings | None = None) -> CommandRunner:
     if want_sandbox and sandbox_available()[0]:
-        return SandboxExecRunner(root) if sys.platform == "darwin" else BwrapRunner(root)
-    return LocalRunner(root)
+        return SandboxExecRunner(root, settings) if sys.platform == "darwin" else BwrapRunner(root, settings)
+    return LocalRunner(root, settings)
 
 
 # Commands still running when ribbit exits are killed with their process group (a sandboxed one

@@ -29,7 +29,7 @@ from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserverVFS
 
 from agent.apply import TEMP_SUFFIX, add_write_listener, remove_write_listener
-from agent.sandbox import CommandResult, CommandRunner
+from agent.sandbox import Access, CommandResult, CommandRunner
 
 DEBOUNCE_S = 0.15  # a burst (editor save, git checkout) is reported once it has been quiet this long
 MAX_DELAY_S = 1.0  # ... or at the latest this long after its first event
@@ -325,9 +325,11 @@ class WatchedRunner:
         self.name = inner.name
         self.sandboxed = inner.sandboxed
 
-    def run(self, command: str, cwd: Path, timeout: float, cancel: threading.Event) -> CommandResult:
+    def run(
+        self, command: str, cwd: Path, timeout: float, cancel: threading.Event, access: Access = "read-write",
+    ) -> CommandResult:
         with self.watcher.agent_running():
-            return self.inner.run(command, cwd, timeout, cancel)
+            return self.inner.run(command, cwd, timeout, cancel, access=access)
 
     def close(self) -> None:
         close = getattr(self.inner, "close", None)

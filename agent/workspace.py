@@ -12,13 +12,15 @@ from agent.events import AgentEvent, EventSink, ExternalChangeEvent, NoticeEvent
 from agent.journal import Journal, UndoResult, state_home
 from agent.loop import AgentSession, Limits
 from agent.readstate import ReadState
-from agent.sandbox import CommandRunner, make_runner, sandbox_available
+from agent.sandbox import CommandRunner, LocalRunner, make_runner, sandbox_available
+from agent.sandbox_config import SandboxConfigError, load_settings
 from agent.watcher import ExternalChange, RepoWatcher, WatchedRunner
 from models.base import ChatModel
 from models.chat import ToolCall
 
-# Tools whose calls may change files; only steps with one of them are snapshotted.
-CHANGING_TOOLS = frozenset({"Write", "Edit", "Bash"})
+# Tools whose calls may change files; only steps with one of them are snapshotted (Bash only when
+# a command ran with the repository writable: read-only runs cannot change anything).
+CHANGING_TOOLS = frozenset({"Write", "Edit"})
 NOTE_MAX_PATHS = 20
 
 
@@ -103,10 +105,15 @@ def open_workspace(
     journal_namespace: str | None = None,
 ) -> Workspace:
     root = check_repo(root)
+    try:
+        settings = load_settings()
+    except SandboxConfigError as exc:
+        raise SetupError(str(exc)) from None
     sandbox_ok, why = (False, "disabled by --no-sandbox") if no_sandbox else sandbox_available()
     if mode in ("full-auto", "review") and not sandbox_ok and not no_sandbox:
         raise SetupError(f"{mode} mode needs a sandbox for Bash, and there is none ({why}); pass --no-sandbox to run anyway")
-    runner: CommandRunner = make_runner(root, want_sandbox=sandbox_ok)
+    base_runner = make_runner(root, want_sandbox=sandbox_ok, settings=settings)
+    runner: CommandRunner = base_runner
     sandbox_status = (
         f"sandbox: {runner.name}" if runner.sandboxed
         else f"NO SANDBOX ({why}): " + ("Bash runs unconfined" if mode in ("full-auto", "review") else "every Bash call asks")
@@ -141,8 +148,16 @@ def open_workspace(
     )
     session_box.append(session)
 
+    writable_runs = [base_runner.writable_runs if isinstance(base_runner, LocalRunner) else 0]
+
     def after_step(step: int, calls: list[ToolCall]) -> None:
-        if any(call.name in CHANGING_TOOLS for call in calls):
+        changed = any(call.name in CHANGING_TOOLS for call in calls)
+        if isinstance(base_runner, LocalRunner):
+            changed |= base_runner.writable_runs != writable_runs[0]
+            writable_runs[0] = base_runner.writable_runs
+        else:
+            changed |= any(call.name == "Bash" for call in calls)
+        if changed:
             foreign, mixed = watcher.take_since_snapshot() if watcher else (set(), set())
             journal.snapshot(f"step {step}", foreign=foreign, mixed=mixed)
 

@@ -54,7 +54,7 @@ HELP_TEXT = "\n".join(
      "Esc stop the model or tool · Ctrl+C twice quit",
      "Review: y approve · n reject (type a reason) · space toggle hunk · j/k move · a approve all (auto-edit) · "
      "s split/unified",
-     "Bash: y run · n don't · p always allow this command prefix here"]
+     "Bash: y run · n don't · p always run this command prefix here without asking (read-only)"]
     + [f"{name:<7} {text}" for name, text in SLASH_COMMANDS.items()]
 )
 CTRL_C_WINDOW_S = 2.0

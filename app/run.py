@@ -57,8 +57,7 @@ class StdinApprover:
 
     def decide(self, request: ApprovalRequest) -> ApprovalDecision:
         if isinstance(request, BashApprovalRequest):
-            where = "sandboxed" if request.sandboxed else "NOT sandboxed"
-            self.out.write(f"\n? run in {request.cwd} ({where}): {request.command}\n  [y/n/n: reason] ")
+            self.out.write(f"\n? run in {request.cwd} ({request.where()}): {request.command}\n  [y/n/n: reason] ")
         else:
             self.out.write(f"\n? {request.tool} {request.path}\n{request.diff}  [y/n/n: reason] ")
         self.out.flush()

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict
 from models.chat import ToolSpec
 
 if TYPE_CHECKING:
+    from agent.approvals import ApprovalDesk
     from agent.changes import ChangeGate
     from agent.readstate import ReadState
     from agent.sandbox import CommandRunner
@@ -44,10 +45,17 @@ class ToolContext:
     cancel: threading.Event = field(default_factory=threading.Event)
     # Called with a short line for the user (e.g. "cwd reset to the root").
     notify: Callable[[str], None] = field(default=lambda text: None)
+    # Where tools other than Write/Edit ask the user (Bash); by default the same policy, approver and
+    # event sink as the edit gate.
+    approvals: ApprovalDesk | None = None
 
     def __post_init__(self) -> None:
         if self.cwd == Path():
             self.cwd = self.root
+        if self.approvals is None:
+            from agent.approvals import ApprovalDesk
+
+            self.approvals = ApprovalDesk(self.changes.policy, self.changes.approver, self.changes.emit)
 
 
 def compact_schema(model: type[BaseModel]) -> dict[str, Any]:

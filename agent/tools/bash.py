@@ -4,12 +4,16 @@ from pathlib import Path
 
 from pydantic import Field
 
-from agent.approvals import BashApprovalRequest, command_prefix
-from agent.events import ApprovalEvent
+from agent.approvals import Access, ApprovalDecision, BashApprovalRequest
+from agent.sandbox import CommandResult, SandboxError, tried_to_write
 from agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
 from agent.tools.paths import display_path
 
 MAX_OUTPUT_CHARS = 30_000
+READ_ONLY_NOTE = (
+    "Note: this command ran without asking, so with the repository read-only; it tried to write, "
+    "and nothing was changed."
+)
 
 
 class BashArgs(ToolArgs):
@@ -38,30 +42,52 @@ class BashTool(Tool[BashArgs]):
     def run(self, args: BashArgs, ctx: ToolContext) -> str:
         if not args.command.strip():
             raise ToolError("command is empty")
-        gate = ctx.changes
-        if gate.policy.bash_needs_approval(args.command):
-            decision = gate.approver.decide(
-                BashApprovalRequest(
-                    tool_call_id=ctx.tool_call_id, command=args.command,
-                    cwd=display_path(ctx.root, ctx.cwd) if ctx.cwd != ctx.root else ".",
-                    sandboxed=ctx.runner.sandboxed, description=args.description,
-                )
-            )
-            gate.emit(
-                ApprovalEvent(
-                    tool_call_id=ctx.tool_call_id,
-                    decision="approved" if decision.approved else "rejected",
-                    reason=decision.reason,
-                )
-            )
+        desk = ctx.approvals
+        assert desk is not None  # ToolContext fills it in
+        plan = desk.policy.plan_bash(args.command)
+        if plan.ask:
+            decision = desk.ask(self._request(args, ctx, plan.access))
             if not decision.approved:
-                text = "The user rejected this command; it was not run."
-                return text + (f" Their reason: {decision.reason}" if decision.reason else "")
+                return _rejected("The user rejected this command; it was not run.", decision)
             if decision.remember == "prefix":
-                gate.policy.allow.add(command_prefix(args.command))
-        result = ctx.runner.run(args.command, ctx.cwd, float(args.timeout), ctx.cancel)
-        note = self._follow_cwd(ctx, result.cwd)
-        output = truncate_output(result.output, result.dropped_lines).rstrip("\n") + note
+                desk.remember_prefix(args.command)
+        result = self._execute(args, ctx, plan.access)
+        note = ""
+        if tried_to_write(result):
+            # Ask mode means what it says: a command that needs to write runs only after a yes.
+            decision = (
+                desk.ask(self._request(args, ctx, "read-write", tried_to_write=True)) if plan.may_ask_to_write
+                else None
+            )
+            if decision is not None and decision.approved:
+                result = self._execute(args, ctx, "read-write")
+            else:
+                note = READ_ONLY_NOTE if decision is None else _rejected(
+                    READ_ONLY_NOTE + " The user did not allow running it with write access.", decision
+                )
+        return self._format(args, ctx, result, note)
+
+    @staticmethod
+    def _request(args: BashArgs, ctx: ToolContext, access: Access, tried_to_write: bool = False) -> BashApprovalRequest:
+        return BashApprovalRequest(
+            tool_call_id=ctx.tool_call_id, command=args.command,
+            cwd=display_path(ctx.root, ctx.cwd) if ctx.cwd != ctx.root else ".",
+            sandboxed=ctx.runner.sandboxed, description=args.description, access=access,
+            tried_to_write=tried_to_write,
+        )
+
+    @staticmethod
+    def _execute(args: BashArgs, ctx: ToolContext, access: Access) -> CommandResult:
+        try:
+            return ctx.runner.run(args.command, ctx.cwd, float(args.timeout), ctx.cancel, access=access)
+        except SandboxError as exc:
+            raise ToolError(str(exc)) from None
+
+    def _format(self, args: BashArgs, ctx: ToolContext, result: CommandResult, note: str) -> str:
+        cwd_note = self._follow_cwd(ctx, result.cwd)
+        output = truncate_output(result.output, result.dropped_lines).rstrip("\n") + cwd_note
+        if note:
+            output = (output + "\n" if output else "") + note
         if result.timed_out:
             return (output + "\n" if output else "") + f"Command timed out after {args.timeout} s"
         if result.cancelled:
@@ -75,9 +101,16 @@ class BashTool(Tool[BashArgs]):
         """Keep the shell's new directory if it is inside the repo; else reset, and say so."""
         if cwd is None:
             return ""
-        resolved = cwd.resolve()
-        if resolved == ctx.root or resolved.is_relative_to(ctx.root):
+        try:
+            resolved = cwd.resolve()
+        except (OSError, RuntimeError):
+            resolved = None
+        if resolved is not None and resolved.is_dir() and (resolved == ctx.root or resolved.is_relative_to(ctx.root)):
             ctx.cwd = resolved
             return ""
         ctx.cwd = ctx.root
-        return f"\n(The working directory {cwd} is outside the repository; it was reset to the root.)"
+        return "\n(The working directory is outside the repository; it was reset to the root.)"
+
+
+def _rejected(text: str, decision: ApprovalDecision) -> str:
+    return text + (f" Their reason: {decision.reason}" if decision.reason else "")

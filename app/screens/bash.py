@@ -29,7 +29,7 @@ class BashApprovalScreen(PacedModalScreen[ApprovalDecision]):
     def compose(self) -> ComposeResult:
         req = self.request
         with Vertical(id="bash-dialog") as dialog:
-            dialog.border_title = "Run this command?"
+            dialog.border_title = "Let it write?" if req.tried_to_write else "Run this command?"
             yield Static(Text("$ " + req.command), id="bash-command")
             if req.description:
                 yield Static(Text(req.description, style="italic"), id="bash-description")
@@ -37,18 +37,16 @@ class BashApprovalScreen(PacedModalScreen[ApprovalDecision]):
             where.append("in ", style="dim")
             where.append(req.cwd)
             where.append("  ·  ", style="dim")
-            if req.sandboxed:
-                where.append("sandboxed (no network, .git read-only)", style="green")
-            else:
-                where.append("NOT sandboxed: it can change anything you can", style="bold red")
+            where.append(req.where(), style="green" if req.sandboxed else "bold red")
             yield Static(where, id="bash-where")
             hint = Text()
             hint.append("y", style="bold")
             hint.append(" run   ")
             hint.append("n", style="bold")
             hint.append(" don't run   ")
-            hint.append("p", style="bold")
-            hint.append(f" always allow `{self.prefix}` in this repo")
+            if not req.tried_to_write:
+                hint.append("p", style="bold")
+                hint.append(f" always run `{self.prefix}` here without asking, read-only")
             yield Static(hint, id="bash-keys")
         yield Footer()
 

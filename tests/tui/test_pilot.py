@@ -114,10 +114,14 @@ async def test_bash_approval_with_prefix_rule(tui_app, repo: Path) -> None:
         assert dialog.prefix == "touch"
         await pilot.press("p")
         await pilot.pause(0.1)
-        if not sandboxed:
-            # Without a sandbox every command asks, whatever the allow list says.
-            await wait_for(pilot, lambda: isinstance(app.screen, BashApprovalScreen), what="second question")
-            await pilot.press("y")
+        # The remembered prefix runs without asking, but read-only: `touch` tries to write, fails, and
+        # only then asks whether it may (without a sandbox every command asks, whatever the list says).
+        second = await wait_for(pilot, lambda: isinstance(app.screen, BashApprovalScreen) and app.screen, what="second question")
+        assert second.request.command == "touch second.txt"
+        assert second.request.tried_to_write == sandboxed
+        if sandboxed:
+            assert not (repo / "second.txt").exists()  # the read-only run changed nothing
+        await pilot.press("y")
         await idle(pilot)
         assert (repo / "first.txt").exists() and (repo / "second.txt").exists()
         stored = json.loads((project_state(repo) / "allow.json").read_text())

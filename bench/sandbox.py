@@ -1,0 +1,114 @@
+"""What the Bash sandbox costs: per-command latency, the per-command layout work, memory under a flood.
+
+1. `true` through each runner (unsandboxed, bubblewrap with the repository writable, read-only),
+   and through a baseline runner loaded from another checkout's agent/sandbox.py (--baseline),
+   alternated A/B/... per round so machine noise hits them alike; medians and ratios.
+2. The per-command layout work alone (hidden paths, the host socket table, the env allow-list).
+3. Peak RSS of a `ribbit run` process whose command prints 2 GB, against one that prints one line.
+
+    python -m bench.sandbox [--rounds 40] [--baseline /path/to/old/agent/sandbox.py]
+
+Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from agent.sandbox import BwrapRunner, LocalRunner
+
+
+def load_baseline(path: Path):  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("baseline_sandbox", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def per_command(root: Path, rounds: int, baseline: Path | None) -> None:
+    cancel = threading.Event()
+    local, bwrap = LocalRunner(root), BwrapRunner(root)
+    cases: dict[str, Callable[[], object]] = {
+        "unsandboxed": lambda: local.run("true", root, 30, cancel),
+        "bubblewrap, repo writable": lambda: bwrap.run("true", root, 30, cancel, access="read-write"),
+        "bubblewrap, repo read-only": lambda: bwrap.run("true", root, 30, cancel, access="read-only"),
+    }
+    if baseline is not None:
+        old = load_baseline(baseline).BwrapRunner(root)
+        cases["baseline bubblewrap (writable)"] = lambda: old.run("true", root, 30, cancel)
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for case in cases.values():
+        case()  # warm caches
+    for _ in range(rounds):
+        for name, case in cases.items():
+            start = time.perf_counter()
+            case()
+            times[name].append(time.perf_counter() - start)
+    print(f"per-command wall time, `true`, median of {rounds} (alternated):")
+    ref = statistics.median(times["bubblewrap, repo writable"])
+    for name, values in times.items():
+        median = statistics.median(values)
+        print(f"  {name:<32} {median * 1000:7.1f} ms   ({median / ref:.2f} x bubblewrap writable)")
+    start = time.perf_counter()
+    for _ in range(rounds):
+        bwrap.wrap(["true"], root, "read-write")
+    layout = (time.perf_counter() - start) / rounds
+    view = bwrap.view()
+    print(
+        f"layout work per command: {layout * 1000:.2f} ms "
+        f"({len(view.hidden)} hidden paths, {len(view.sockets)} host sockets masked, {len(bwrap.environment())} variables)"
+    )
+
+
+def flood_memory(root: Path) -> None:
+    here = Path(__file__).resolve().parents[1]
+
+    def peak(command: str) -> int:
+        with tempfile.TemporaryDirectory() as tmp:
+            replay = Path(tmp) / "r.jsonl"
+            call = f"<tool_call>\n<function=Bash>\n<parameter=command>\n{command}\n</parameter>\n<parameter=timeout>\n600\n</parameter>\n</function>\n</tool_call>"
+            replay.write_text(json.dumps({"text": call}) + "\n")
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "app.cli", "run", "x", "--repo", str(root), "--model", f"replay:{replay}",
+                 "--mode", "full-auto"], cwd=here, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )
+            _, _, usage = os.wait4(proc.pid, 0)
+            return usage.ru_maxrss
+
+    small = peak("echo one line")
+    big = peak("head -c 1500M /dev/zero; yes ribbit | head -c 500M")
+    print(f"peak RSS of `ribbit run`: one line {small / 1024:.0f} MiB, 2 GB of output {big / 1024:.0f} MiB "
+          f"(+{(big - small) / 1024:.0f} MiB)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--baseline", type=Path, help="another checkout's agent/sandbox.py to compare with")
+    parser.add_argument("--no-flood", action="store_true", help="skip the 2 GB output figure")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
+        root = Path(tmp) / "repo"
+        root.mkdir()
+        subprocess.run(["git", "init", "-q", str(root)], check=True)
+        (root / "a.py").write_text("x = 1\n")
+        per_command(root, args.rounds, args.baseline)
+        if not args.no_flood:
+            flood_memory(root)
+
+
+if __name__ == "__main__":
+    main()
