@@ -34,6 +34,7 @@ from agent.events import AgentEvent, SummaryEvent, TurnStarted, UsageEvent
 from agent.journal import JournalError
 from agent.loop import AgentSession, Limits
 from agent.sandbox import make_runner
+from agent.sandbox_config import SandboxConfigError, load_settings
 from agent.transcript import TranscriptWriter, fanout
 from agent.workspace import SetupError, open_workspace
 from models.base import ChatModel, ModelError
@@ -436,7 +437,11 @@ class EvalRun:
                 copy_over(task.hidden_tests, root)
         except (GitError, OSError) as exc:
             return finish("error", f"cannot install the hidden tests: {exc}")
-        runner = make_runner(root, want_sandbox=not self.config.no_sandbox)
+        try:  # the test phase honours the user's sandbox.toml like the agent's own commands
+            settings = load_settings()
+        except SandboxConfigError as exc:
+            return finish("error", str(exc))
+        runner = make_runner(root, want_sandbox=not self.config.no_sandbox, settings=settings)
         # The interpreter ribbit runs on comes first; a fresh TMPDIR keeps runs from sharing temp state.
         prefix = (
             f'export PATH={_quote(str(Path(sys.executable).parent))}:"$PATH" PYTHONDONTWRITEBYTECODE=1\n'
