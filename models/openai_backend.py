@@ -210,7 +210,7 @@ class OpenAICompatibleModel:
                 return
             try:
                 event = json.loads(payload)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nested too deeply to parse
                 continue
             if isinstance(event, dict):
                 if event.get("error"):
@@ -245,7 +245,7 @@ class OpenAICompatibleModel:
         raw = call["arguments"].strip()
         try:
             arguments = json.loads(raw) if raw else {}
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deeply to parse
             arguments = {"_unparsed_arguments": raw}
         if not isinstance(arguments, dict):
             arguments = {"_unparsed_arguments": raw}
