@@ -166,3 +166,15 @@ def test_edit_with_countless_matches_or_a_huge_result(repo: Path, tmp_path: Path
     assert huge.startswith("Error: the edited a.txt would be over 16 MiB; nothing was changed")
     assert missing.startswith("Error: old_string was not found in similar.txt.")
     assert (repo / "a.txt").read_bytes() == before
+
+
+def test_a_turn_of_unclosed_tags_is_parsed_in_linear_time(repo: Path, tmp_path: Path) -> None:
+    """100,000 `<function=` without `>` took hours (each scanned the rest of the line)."""
+    turns = ["<tool_call>\n" + "<function=" * 100_000, xml_call("Read", file_path="calc.py"), "done"]
+    run = ribbit_cli(
+        tmp_path, repo, write_replay(tmp_path / "r.jsonl", *turns), "--mode", "full-auto",
+        "--max-turn-tokens", "1000000", "--context", "10000000",
+    )
+    run.assert_clean_exit(0)
+    assert run.user_notes()[0].startswith("Error: your tool call could not be read: a <tool_call> is not closed")
+    assert run.tool_results() == ["     1\tdef add(a, b):\n     2\t    return a - b"]
