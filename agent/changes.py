@@ -45,7 +45,7 @@ class ChangeGate:
                 tool=tool,
                 path=display,
                 is_new_file=old_text is None,
-                diff=unified_diff(display, old_text, new_text),
+                diff=unified_diff(display, old_text, new_text, hunks),
                 hunks=hunks,
             )
             decision = self.approver.decide(request)

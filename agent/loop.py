@@ -16,15 +16,18 @@ from pydantic import BaseModel, ValidationError
 
 from agent.approvals import ApprovalPolicy, Approver
 from agent.changes import ChangeGate
+from agent.crashlog import describe, one_line
 from agent.events import (
     EventSink, MessageEvent, NoticeEvent, PrefillEvent, ReasoningDelta, StopReason, SummaryEvent,
     TextDelta, ToolCallEvent, ToolResultEvent, TurnStarted, UsageEvent,
 )
 from agent.parsers import ParsedTurn, StreamSplitter, parser_for
+from agent.parsers.base import call_problem
 from agent.prompt import system_prompt
 from agent.readstate import ReadState
 from agent.sandbox import CommandRunner
 from agent.tools import Tool, ToolContext, ToolError, default_tools
+from agent.unicode_text import valid_unicode
 from models.base import ChatModel, ContextFull, GenerationRequest, ModelError, PrefillProgress, TextChunk, TurnEnd
 from models.chat import ChatMessage, ToolCall
 
@@ -137,6 +140,8 @@ class AgentSession:
             reason, message = "context", str(exc)
         except ModelError as exc:
             reason, message = "error", str(exc)
+        except Exception as exc:  # a bug, or input nobody foresaw: one line and a summary, never a stack
+            reason, message = "error", "internal error: " + describe(exc)
         if reason != "finished":
             level = "warning" if reason == "interrupted" else "error"
             self.sink(NoticeEvent(level=level, text=message))
@@ -229,11 +234,13 @@ class AgentSession:
 
     def parse(self, turn: Turn) -> ParsedTurn:
         if turn.end.tool_calls is not None or self.model.info.native_tools:
-            return ParsedTurn(
+            parsed = ParsedTurn(
                 content=turn.end.content if turn.end.content is not None else turn.text,
                 reasoning=turn.end.reasoning, tool_calls=list(turn.end.tool_calls or []),
             )
-        return self.parser.parse(turn.text, self.model.info.opens_reasoning)
+        else:
+            parsed = self.parser.parse(turn.text, self.model.info.opens_reasoning)
+        return screened(parsed)
 
     def execute(self, calls: list[ToolCall]) -> None:
         results: list[ChatMessage] = []
@@ -243,7 +250,7 @@ class AgentSession:
                 output, is_error = "Error: not run, because the user stopped the agent", True
             else:
                 output, is_error = self.run_tool(call)
-            output += self._repeat_warning(call)
+            output = valid_unicode(output) + self._repeat_warning(call)
             self.sink(ToolResultEvent(tool_call_id=call.id, name=call.name, output=output, is_error=is_error))
             results.append(ChatMessage(role="tool", content=output, tool_call_id=call.id, name=call.name))
         notes = self._take_notes()
@@ -271,6 +278,9 @@ class AgentSession:
         except OSError as exc:
             # Disk full, permissions, ...: the apply is atomic, so nothing half-written is left.
             return f"Error: {call.name} failed: {exc.strerror or exc}", True
+        except Exception as exc:  # a tool bug must not end the session: the model hears, the user sees
+            self.sink(NoticeEvent(level="warning", text=f"{call.name} failed unexpectedly: {describe(exc)}"))
+            return f"Error: {call.name} failed unexpectedly ({one_line(exc)})", True
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -283,7 +293,7 @@ class AgentSession:
             "Error: your tool call could not be read: " + "; ".join(errors)
             + ". Nothing was run. Write the call again in the exact format described in the system prompt."
         )
-        self._add(ChatMessage(role="user", content=text))
+        self._add(ChatMessage(role="user", content=valid_unicode(text)))  # errors quote the model
 
     def _repeat_warning(self, call: ToolCall) -> str:
         self._recent_calls.append(call_signature(call))
@@ -308,25 +318,51 @@ class AgentSession:
         return system_prompt(self.root, self.specs, describe_tools=self.model.info.dialect == "json")
 
 
+def screened(parsed: ParsedTurn) -> ParsedTurn:
+    """Calls that cannot be run as they stand (nested too deep, not valid Unicode) become parse
+    errors, and the text the conversation keeps is valid Unicode (it is tokenized again later)."""
+    kept = []
+    for call in parsed.tool_calls:
+        problem = call_problem(call)
+        if problem:
+            parsed.errors.append(problem)
+        else:
+            kept.append(call)
+    parsed.tool_calls = kept
+    parsed.content = valid_unicode(parsed.content)
+    if parsed.reasoning is not None:
+        parsed.reasoning = valid_unicode(parsed.reasoning)
+    return parsed
+
+
 def run_interruptibly(session: AgentSession, task: str) -> SummaryEvent:
-    """session.run(task) in a worker thread, so Ctrl+C stops the model cleanly instead of mid-write."""
+    """session.run(task) in a worker thread, so Ctrl+C stops the model cleanly instead of mid-write.
+
+    The wait is on an Event, not Thread.join: a KeyboardInterrupt that lands inside
+    join(timeout) can leave the thread marked as finished while it still runs (CPython 3.11),
+    and the summary would be lost. A second Ctrl+C while the agent winds down stops waiting.
+    """
     result: list[SummaryEvent] = []
     failure: list[BaseException] = []
+    done = threading.Event()
 
     def work() -> None:
         try:
             result.append(session.run(task))
         except BaseException as exc:  # re-raised in the caller's thread
             failure.append(exc)
+        finally:
+            done.set()
 
     worker = threading.Thread(target=work, name="ribbit-agent", daemon=True)
     worker.start()
     try:
-        while worker.is_alive():
-            worker.join(timeout=0.2)
+        while not done.wait(0.2):
+            pass
     except KeyboardInterrupt:
         session.cancel()
-        worker.join()
+        while not done.wait(0.2):
+            pass
     if failure:
         raise failure[0]
     return result[0]

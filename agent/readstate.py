@@ -4,17 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 from agent.tools.base import ToolError
-
-
-@dataclass(frozen=True)
-class FileStamp:
-    sha256: str
-    mtime_ns: int
-    size: int
+from agent.tools.files import FileStamp, file_sha256
 
 
 def stamp_bytes(data: bytes, path: Path) -> FileStamp:
@@ -33,6 +26,12 @@ class ReadState:
     def record(self, path: Path, data: bytes) -> None:
         """The agent has seen (or itself written) exactly `data` at `path`."""
         stamp = stamp_bytes(data, path)
+        with self._lock:
+            self._stamps[path] = stamp
+            self._stale.discard(path)
+
+    def record_stamp(self, path: Path, stamp: FileStamp) -> None:
+        """The agent has seen the file whose stamp this is (a Read that streamed it)."""
         with self._lock:
             self._stamps[path] = stamp
             self._stale.discard(path)
@@ -66,5 +65,6 @@ class ReadState:
         st = path.stat()
         if not stale and st.st_mtime_ns == stamp.mtime_ns and st.st_size == stamp.size:
             return
-        if stale or hashlib.sha256(path.read_bytes()).hexdigest() != stamp.sha256:
+        # Same size, new mtime: maybe only touched. Hash it (in chunks; a FIFO is refused).
+        if stale or st.st_size != stamp.size or file_sha256(path, display) != stamp.sha256:
             raise ToolError(f"{display} was modified since read; Read it again before changing it")

@@ -14,7 +14,9 @@ from models.api_keys import redact
 class TranscriptWriter:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: IO[str] = path.open("w", encoding="utf-8")
+        # A lone surrogate (from a file name or recorded model output) is written as JSON's own
+        # \uDXXX escape: every line stays valid JSON and reads back to the same string.
+        self._file: IO[str] = path.open("w", encoding="utf-8", errors="backslashreplace")
 
     def __call__(self, event: AgentEvent) -> None:
         record = transcript_record(event)

@@ -41,6 +41,7 @@ from app.screens.main import MainScreen
 from app.screens.pacing import PacedScreen
 from app.screens.review import EditReviewScreen
 from app.screens.session_diff import SessionDiffScreen
+from app.visible import visible
 from app.widgets.prompt import MODE_ARGS, SLASH_COMMANDS
 from models.base import ChatModel, ModelError
 from models.spec import DEFAULT_SPECS, load_model, resolve_spec
@@ -391,7 +392,7 @@ class RibbitApp(App[int]):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.ERROR and event.worker.error is not None:
-            self.notify(str(event.worker.error), title="ribbit", severity="error")
+            self.notify(visible(str(event.worker.error)), title="ribbit", severity="error", markup=False)
 
     # -- agent events ---------------------------------------------------------------------------
 

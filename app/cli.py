@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
+import warnings
 from collections.abc import Sequence
 
 from agent.approvals import MODES
@@ -60,8 +62,29 @@ def run_parser() -> Parser:
     return parser
 
 
+def report_thread_failures() -> None:
+    """A background thread that dies (say, inside the file watcher's library on a 2,000-deep tree)
+    prints one line and leaves its traceback in a file, instead of a stack on the user's terminal."""
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if args.exc_type is SystemExit or args.exc_value is None:
+            return
+        from agent.crashlog import describe
+        from app.visible import visible
+
+        name = args.thread.name if args.thread is not None else "a background thread"
+        line = visible(describe(args.exc_value), one_line=True)
+        print(f"ribbit: warning: {name} stopped: {line}", file=sys.stderr)
+
+    threading.excepthook = hook
+    # watchdog warns once per directory when a burst of them is created (a message per id, so
+    # Python's once-per-place filter does not hold): hundreds of lines that say nothing to a user.
+    warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"watchdog\.")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    report_thread_failures()
     command = args[0] if args and args[0] in SUBCOMMANDS else None
     try:
         if command == "run":
@@ -95,6 +118,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # the contract: one line and exit 1, never a traceback
+        from agent.crashlog import describe
+        from app.visible import visible
+
+        print(f"ribbit: error: internal error: {visible(describe(exc), one_line=True)}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from models.base import ModelError
 from app.cli import Parser as EvalParser
 from app.cli import UsageError
 from app.cli import positive as positive_int
+from app.visible import visible
 
 
 def positive_float(text: str) -> float:
@@ -151,7 +152,7 @@ class EvalProgressDisplay:
     def _line(self, text: str) -> None:
         if self.live:
             self.out.write("\r\033[K")
-        self.out.write(text + "\n")
+        self.out.write(visible(text, one_line=True) + "\n")  # task ids and messages carry agent text
         self.out.flush()
 
     def _status(self) -> None:

@@ -12,7 +12,9 @@ from agent.events import AgentEvent, StopReason, SummaryEvent
 from agent.journal import JournalError
 from agent.loop import Limits, run_interruptibly
 from agent.transcript import TranscriptWriter, fanout
+from agent.unicode_text import valid_unicode
 from agent.workspace import SetupError, open_workspace
+from app.visible import visible
 from models.base import ModelError
 from models.spec import load_model
 
@@ -26,6 +28,9 @@ class LineReader:
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
+        reconfigure = getattr(stream, "reconfigure", None)
+        if callable(reconfigure):
+            reconfigure(errors="replace")  # bytes that are not UTF-8 become U+FFFD, not a traceback
 
     def readline(self) -> str | None:
         line = self.stream.readline()
@@ -56,10 +61,17 @@ class StdinApprover:
         self.reader, self.out = reader, out
 
     def decide(self, request: ApprovalRequest) -> ApprovalDecision:
+        # Every piece of the question was chosen by the model: shown escaped, and a command's
+        # further lines behind a gutter, so nothing in it can pose as ribbit's own prompt.
         if isinstance(request, BashApprovalRequest):
-            self.out.write(f"\n? run in {request.cwd} ({request.where()}): {request.command}\n  [y/n/n: reason] ")
+            first, *more = request.command.split("\n")
+            command = visible(first) + "".join(f"\n  | {visible(line)}" for line in more)
+            self.out.write(f"\n? run in {visible(request.cwd, one_line=True)} ({request.where()}): {command}\n  [y/n/n: reason] ")
         else:
-            self.out.write(f"\n? {request.tool} {request.path}\n{request.diff}  [y/n/n: reason] ")
+            self.out.write(
+                f"\n? {visible(request.tool, one_line=True)} {visible(request.path, one_line=True)}\n"
+                f"{visible(request.diff)}  [y/n/n: reason] "
+            )
         self.out.flush()
         decision = parse_decision(self.reader.readline())
         self.out.write("approved\n" if decision.approved else "rejected\n")
@@ -76,17 +88,17 @@ class ProgressPrinter:
     def __call__(self, event: AgentEvent) -> None:
         kind = event.type
         if kind == "text_delta":
-            self._write(event.text)  # type: ignore[union-attr]
+            self._write(visible(event.text))  # type: ignore[union-attr]
         elif kind == "tool_call":
             call = event.call  # type: ignore[union-attr]
-            args = ", ".join(f"{k}={_short(v)}" for k, v in call.arguments.items())
-            self._line(f"> {call.name}({args})")
+            args = ", ".join(f"{_short(k, 30)}={_short(v)}" for k, v in call.arguments.items())
+            self._line(f"> {visible(call.name, one_line=True)}({args})")
         elif kind == "tool_result":
             first = (event.output.strip().splitlines() or [""])[0]  # type: ignore[union-attr]
             mark = "x" if event.is_error else "<"  # type: ignore[union-attr]
             self._line(f"  {mark} {_short(first, 100)}")
         elif kind == "notice":
-            self._line(f"ribbit: {event.level}: {event.text}")  # type: ignore[union-attr]
+            self._line(f"ribbit: {event.level}: {visible(event.text)}")  # type: ignore[union-attr]
         elif kind == "summary":
             e: SummaryEvent = event  # type: ignore[assignment]
             self._line(f"ribbit: {e.stop_reason} after {e.steps} steps; files changed: {len(e.files_changed)}")
@@ -102,20 +114,33 @@ class ProgressPrinter:
 
 def _short(value: object, limit: int = 60) -> str:
     text = value if isinstance(value, str) else repr(value)
-    text = text.replace("\n", "\\n")
+    text = visible(text[: limit * 8], one_line=True)  # escapes can grow it; cut after escaping
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def fail(message: str) -> int:
-    print(f"ribbit: error: {message}", file=sys.stderr)
+    print(f"ribbit: error: {visible(message, one_line=True)}", file=sys.stderr)
     return 1
+
+
+def write_patch(patch: str, stdout: IO[str]) -> None:
+    """The patch's own bytes (git's output may hold file bytes that are not UTF-8), or, on a
+    terminal, a view of it with control characters escaped."""
+    if stdout.isatty():
+        stdout.write(visible(patch))
+    elif hasattr(stdout, "buffer"):
+        stdout.flush()
+        stdout.buffer.write(patch.encode("utf-8", "surrogateescape"))
+    else:
+        stdout.write(patch)
+    stdout.flush()
 
 
 def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: IO[str] | None = None) -> int:
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     reader = LineReader(stdin)
-    task = reader.read_task() if args.task == "-" else args.task
+    task = valid_unicode(reader.read_task() if args.task == "-" else args.task)
     if not task.strip():
         print("ribbit run: error: the task is empty", file=sys.stderr)
         return 2
@@ -148,10 +173,9 @@ def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: I
         model.close()
     if args.patch_out:
         try:
-            Path(args.patch_out).write_text(patch, encoding="utf-8")
+            Path(args.patch_out).write_bytes(patch.encode("utf-8", "surrogateescape"))
         except OSError as exc:
             return fail(f"cannot write the patch to {args.patch_out}: {exc.strerror or exc}")
     else:
-        stdout.write(patch)
-        stdout.flush()
+        write_patch(patch, stdout)
     return EXIT_CODES[summary.stop_reason]

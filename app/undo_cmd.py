@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from agent.journal import Journal, JournalError
+from app.visible import visible
 
 
 class _Parser(argparse.ArgumentParser):
@@ -50,7 +51,7 @@ def undo_main(argv: list[str]) -> int:
                 when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.started))
                 state = "undone" if info.reverted else f"{info.steps} step(s)"
                 files = ", ".join(info.files[:6]) + (" ..." if len(info.files) > 6 else "") or "no files changed"
-                print(f"{info.session_id}  {when}  {state}  {files}")
+                print(visible(f"{info.session_id}  {when}  {state}  {files}", one_line=True))  # agent-made names
             return 0
         session = args.session
         if session is None:
@@ -60,9 +61,9 @@ def undo_main(argv: list[str]) -> int:
             session = pending[-1].session_id
         result = journal.undo_session(session)
     except JournalError as exc:
-        print(f"ribbit undo: error: {exc}", file=sys.stderr)
+        print(f"ribbit undo: error: {visible(str(exc), one_line=True)}", file=sys.stderr)
         return 1
-    print(result.summary())
+    print(visible(result.summary()))
     return 0
 
 

@@ -383,7 +383,7 @@ class OpenAICompatibleModel:
                 return
             try:
                 event = json.loads(payload)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nested too deeply to parse
                 continue
             if isinstance(event, dict):
                 if event.get("error"):
@@ -426,7 +426,7 @@ class OpenAICompatibleModel:
         raw = redact(call["arguments"].strip())
         try:
             arguments = json.loads(raw) if raw else {}
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deeply to parse
             arguments = {"_unparsed_arguments": raw}
         if not isinstance(arguments, dict):
             arguments = {"_unparsed_arguments": raw}

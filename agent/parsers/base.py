@@ -6,9 +6,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from agent.unicode_text import lone_surrogate
 from models.chat import ToolCall, ToolSpec
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+# Tool arguments are flat (strings, numbers, flags); anything nested deeper than this is an attack
+# or garbage, and would only meet a RecursionError somewhere further down (encoders, validation).
+MAX_ARGUMENT_DEPTH = 32
 
 
 @dataclass
@@ -43,6 +47,55 @@ def split_reasoning(text: str, reasoning_opened: bool) -> tuple[str | None, str]
     return None, text
 
 
+def loads_json(text: str) -> Any:
+    """json.loads, with nesting too deep for the parser reported as bad JSON (ValueError)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("it is nested too deeply") from None
+
+
+def nesting_depth(value: Any, limit: int = MAX_ARGUMENT_DEPTH) -> int:
+    """How deeply lists and dicts nest in `value`, counted without recursion; stops past `limit`."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > limit:
+            break
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def call_problem(call: ToolCall) -> str | None:
+    """Why a parsed call cannot be run as it stands (too deep, not valid Unicode), or None."""
+    if lone_surrogate(call.name) is not None:
+        return "a tool name holds a lone surrogate, which is not valid Unicode"
+    if nesting_depth(call.arguments) > MAX_ARGUMENT_DEPTH:
+        return f"the arguments of {call.name} nest more than {MAX_ARGUMENT_DEPTH} levels deep"
+    stack: list[Any] = [call.arguments]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, str) and (at := lone_surrogate(item)) is not None:
+            return (
+                f"the arguments of {call.name} hold a lone surrogate (U+{ord(item[at]):04X}), "
+                "which is not valid Unicode and cannot be written"
+            )
+    return None
+
+
 def coerce_value(raw: str, schema: dict[str, Any] | None) -> Any:
     """XML parameters arrive as text; turn them into the type the tool's schema asks for."""
     types = schema_types(schema)
@@ -54,7 +107,7 @@ def coerce_value(raw: str, schema: dict[str, Any] | None) -> Any:
     if "string" in types:
         return raw
     try:
-        return json.loads(text)
+        return loads_json(text)
     except ValueError:
         lowered = text.lower()
         if "boolean" in types and lowered in ("true", "false"):

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import re
 
-from agent.parsers.base import ParsedTurn, split_reasoning
+from agent.parsers.base import ParsedTurn, loads_json, split_reasoning
 from models.chat import ToolCall, ToolSpec
 
 _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
@@ -22,7 +21,7 @@ def call_from_json(data: object, errors: list[str], name_keys: tuple[str, ...] =
     arguments = data.get("arguments", data.get("parameters", {}))
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
+            arguments = loads_json(arguments) if arguments.strip() else {}
         except ValueError as exc:
             errors.append(f"the arguments of {name} are not valid JSON: {exc}")
             return None
@@ -50,7 +49,7 @@ class HermesParser:
                 turn.errors.append("a <tool_call> is not closed with </tool_call>")
                 continue
             try:
-                data = json.loads(body)
+                data = loads_json(body)
             except ValueError as exc:
                 turn.errors.append(f"a <tool_call> does not hold valid JSON ({exc})")
                 continue

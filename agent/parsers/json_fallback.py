@@ -6,10 +6,9 @@ The system prompt asks for one JSON object per call, optionally in a ```json fen
 
 from __future__ import annotations
 
-import json
 import re
 
-from agent.parsers.base import ParsedTurn, split_reasoning
+from agent.parsers.base import ParsedTurn, loads_json, split_reasoning
 from agent.parsers.hermes import call_from_json
 from models.chat import ToolSpec
 
@@ -56,7 +55,7 @@ class JsonFallbackParser:
             if not _ATTEMPT.match(source):
                 continue
             try:
-                data = json.loads(source)
+                data = loads_json(source)
             except ValueError as exc:
                 turn.errors.append(f"a tool call is not valid JSON ({exc})")
                 first_call = start if first_call is None else first_call

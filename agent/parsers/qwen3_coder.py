@@ -17,8 +17,10 @@ from typing import Any
 from agent.parsers.base import ParsedTurn, coerce_value, param_schemas, split_reasoning
 from models.chat import ToolCall, ToolSpec
 
-_FUNCTION = re.compile(r"<function=([^>\n]*)>(.*?)(?:</function>|\Z)", re.DOTALL)
-_PARAM = re.compile(r"<parameter=([^>\n]*)>(.*?)(?:</parameter>|(?=<parameter=)|(?=</function>)|\Z)", re.DOTALL)
+# A name stops at `<` and at 256 characters: with `[^>\n]*`, every `<function=` on a long line
+# without `>` scanned the rest of the line before failing (4,000 of them took 10 s, quadratic).
+_FUNCTION = re.compile(r"<function=([^<>\n]{0,256})>(.*?)(?:</function>|\Z)", re.DOTALL)
+_PARAM = re.compile(r"<parameter=([^<>\n]{0,256})>(.*?)(?:</parameter>|(?=<parameter=)|(?=</function>)|\Z)", re.DOTALL)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*\Z")
 
 

@@ -29,6 +29,8 @@ class StreamSplitter:
         self._after_think = False
 
     def feed(self, chunk: str) -> None:
+        if self.state == "call":
+            return  # the call is shown once parsed; keeping its text would only grow the buffer
         self.buffer += chunk
         while self.buffer and self.state != "call":
             if not self._advance():

@@ -1,15 +1,14 @@
 from __future__ import annotations
 
 import os
-import re
 import subprocess
-from functools import lru_cache
 from pathlib import Path
 
 import pathspec
 from pydantic import Field
 
 from agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
+from agent.tools.glob_pattern import GlobPatternError, compile_glob, glob_matches
 from agent.tools.paths import display_path, resolve_in_root
 
 MAX_RESULTS = 100
@@ -18,49 +17,6 @@ MAX_RESULTS = 100
 class GlobArgs(ToolArgs):
     pattern: str = Field(description='Glob pattern, e.g. "**/*.py" or "src/*.{ts,tsx}"')
     path: str | None = Field(None, description="Folder to search in (default: the repository root)")
-
-
-def expand_braces(pattern: str) -> list[str]:
-    """'a/*.{py,pyi}' -> ['a/*.py', 'a/*.pyi'] (nested braces too)."""
-    match = re.search(r"\{([^{}]*)\}", pattern)
-    if not match:
-        return [pattern]
-    head, tail = pattern[: match.start()], pattern[match.end() :]
-    return [p for option in match.group(1).split(",") for p in expand_braces(head + option + tail)]
-
-
-@lru_cache(maxsize=256)
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """Glob -> regex: `**/` spans folders, `*` and `?` stay inside one path segment."""
-    out, i = [], 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif pattern[i] == "[":
-            end = pattern.find("]", i + 1)
-            if end == -1:
-                out.append(re.escape("["))
-                i += 1
-            else:
-                body = pattern[i + 1 : end].replace("\\", "\\\\")
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append(f"[{body}]")
-                i = end + 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return re.compile("".join(out) + r"\Z")
 
 
 def repo_files(root: Path) -> list[str]:
@@ -117,10 +73,12 @@ class GlobTool(Tool[GlobArgs]):
         pattern = args.pattern.lstrip("/")
         if pattern.startswith(prefix) and prefix:
             pattern = pattern[len(prefix):]
-        regexes = [glob_regex(p) for p in expand_braces(pattern)]
+        try:
+            regex = compile_glob(pattern)
+        except GlobPatternError as exc:
+            raise ToolError(f"bad pattern: {exc}") from None
         matches = [
-            rel for rel in repo_files(ctx.root)
-            if rel.startswith(prefix) and any(rx.match(rel[len(prefix):]) for rx in regexes)
+            rel for rel in repo_files(ctx.root) if rel.startswith(prefix) and glob_matches(regex, rel[len(prefix):])
         ]
         if not matches:
             return "No files found"

@@ -1,16 +1,17 @@
 from __future__ import annotations
 
 import difflib
+import itertools
 from pathlib import Path
 
 from pydantic import Field
 
-from agent.apply import is_binary
 from agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
+from agent.tools.files import MAX_LINE_CHARS, MAX_WINDOW_BYTES, read_window
 from agent.tools.paths import display_path, resolve_in_root
 
-MAX_LINE_CHARS = 2000
 DEFAULT_LIMIT = 2000
+SUGGEST_MAX_NAMES = 5000
 
 
 class ReadArgs(ToolArgs):
@@ -36,8 +37,8 @@ def suggest_similar(root: Path, path: Path) -> str:
         folder = folder.parent
     if not folder.is_dir():
         return ""
-    try:
-        names = [p.name for p in folder.iterdir() if p.name != ".git"]
+    try:  # a folder of a million files: compare against the first few thousand names only
+        names = [p.name for p in itertools.islice(folder.iterdir(), SUGGEST_MAX_NAMES) if p.name != ".git"]
     except OSError:
         return ""
     close = difflib.get_close_matches(path.name, names, n=3, cutoff=0.5)
@@ -61,25 +62,18 @@ class ReadTool(Tool[ReadArgs]):
             raise ToolError(f"file {shown} does not exist.{suggest_similar(ctx.root, path)}")
         if path.is_dir():
             raise ToolError(f"{shown} is a directory, not a file; use Glob or Bash ls to list it")
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise ToolError(f"cannot read {shown}: {exc.strerror or exc}") from None
-        if is_binary(data):
-            raise ToolError(f"{shown} is a binary file ({len(data)} bytes); Read only shows text")
-        ctx.read_state.record(path, data)
-        text = data.decode("utf-8")
-        if not text:
-            return f"The file {shown} is empty."
-        lines = text.splitlines()
-        total = len(lines)
         start = args.offset or 1
-        if start > total:
-            raise ToolError(f"offset {start} is past the end of {shown}, which has {total} lines")
-        limit = args.limit or DEFAULT_LIMIT
-        window = lines[start - 1 : start - 1 + limit]
-        end = start + len(window) - 1
-        result = format_numbered(window, start)
-        if end < total or start > 1:
-            result += f"\n\n(Showing lines {start}-{end} of {total}. Use offset and limit to see more.)"
+        window = read_window(path, shown, start, args.limit or DEFAULT_LIMIT)
+        if window.binary:
+            raise ToolError(f"{shown} is a binary file ({window.size} bytes); Read only shows text")
+        ctx.read_state.record_stamp(path, window.stamp)
+        if window.total == 0:
+            return f"The file {shown} is empty."
+        if start > window.total:
+            raise ToolError(f"offset {start} is past the end of {shown}, which has {window.total} lines")
+        end = start + len(window.lines) - 1
+        result = format_numbered(window.lines, start)
+        if end < window.total or start > 1:
+            cut = f"; the window stops at {MAX_WINDOW_BYTES // 1024} KiB of text" if window.full and end < window.total else ""
+            result += f"\n\n(Showing lines {start}-{end} of {window.total}{cut}. Use offset and limit to see more.)"
         return result

@@ -4,6 +4,7 @@ from pydantic import Field
 
 from agent.apply import is_binary
 from agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
+from agent.tools.files import MAX_EDIT_BYTES, read_for_edit
 from agent.tools.paths import display_path, resolve_in_root
 
 
@@ -38,10 +39,12 @@ class WriteTool(Tool[WriteArgs]):
         shown = display_path(ctx.root, path)
         if path.is_dir():
             raise ToolError(f"{shown} is a directory")
+        if len(args.content) > MAX_EDIT_BYTES:
+            raise ToolError(f"the content is {len(args.content)} characters; Write takes at most {MAX_EDIT_BYTES}")
         old_text: str | None = None
         if path.exists():
             ctx.read_state.check_writable(path, shown)
-            data = path.read_bytes()
+            data, _ = read_for_edit(path, shown)
             if is_binary(data):
                 raise ToolError(f"{shown} is a binary file; the agent does not replace binary files")
             old_text = data.decode("utf-8")

@@ -10,6 +10,7 @@ from textual.widgets import Footer, Static
 
 from agent.approvals import ApprovalDecision, BashApprovalRequest, command_prefix
 from app.screens.pacing import PacedModalScreen
+from app.visible import visible
 
 
 class BashApprovalScreen(PacedModalScreen[ApprovalDecision]):
@@ -30,12 +31,13 @@ class BashApprovalScreen(PacedModalScreen[ApprovalDecision]):
         req = self.request
         with Vertical(id="bash-dialog") as dialog:
             dialog.border_title = "Let it write?" if req.tried_to_write else "Run this command?"
-            yield Static(Text("$ " + req.command), id="bash-command")
+            # All of it chosen by the model: escapes shown, not obeyed (the command runs as written).
+            yield Static(Text("$ " + visible(req.command)), id="bash-command")
             if req.description:
-                yield Static(Text(req.description, style="italic"), id="bash-description")
+                yield Static(Text(visible(req.description), style="italic"), id="bash-description")
             where = Text()
             where.append("in ", style="dim")
-            where.append(req.cwd)
+            where.append(visible(req.cwd, one_line=True))
             where.append("  ·  ", style="dim")
             where.append(req.where(), style="green" if req.sandboxed else "bold red")
             yield Static(where, id="bash-where")
@@ -46,7 +48,7 @@ class BashApprovalScreen(PacedModalScreen[ApprovalDecision]):
             hint.append(" don't run   ")
             if not req.tried_to_write:
                 hint.append("p", style="bold")
-                hint.append(f" always run `{self.prefix}` here without asking, read-only")
+                hint.append(f" always run `{visible(self.prefix, one_line=True)}` here without asking, read-only")
             yield Static(hint, id="bash-keys")
         yield Footer()
 

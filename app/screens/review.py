@@ -10,6 +10,7 @@ from textual.widgets import Footer, Input, Static
 
 from agent.approvals import ApprovalDecision, EditApprovalRequest
 from app.screens.pacing import PacedScreen
+from app.visible import visible
 from app.widgets.diff_view import SIDE_BY_SIDE_MIN_WIDTH, HunkView, lexer_for
 
 
@@ -38,8 +39,8 @@ class EditReviewScreen(PacedScreen[ApprovalDecision]):
         added = sum(h.added for h in req.hunks)
         removed = sum(h.removed for h in req.hunks)
         title = Text()
-        title.append(f"{req.tool} ", style="bold")
-        title.append(req.path, style="bold underline")
+        title.append(f"{visible(req.tool, one_line=True)} ", style="bold")
+        title.append(visible(req.path, one_line=True), style="bold underline")
         title.append("  (new file)" if req.is_new_file else "")
         title.append(f"  +{added}", style="bold green")
         title.append(f" -{removed}", style="bold red")

@@ -10,6 +10,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
 from app.screens.pacing import PacedScreen
+from app.visible import visible
 
 
 def count_changes(diff: str) -> tuple[int, int]:
@@ -50,8 +51,10 @@ class SessionDiffScreen(PacedScreen[None]):
                 yield Static("Nothing has changed in this session yet.", id="session-empty")
             for path, diff in self.files:
                 a, d = count_changes(diff)
-                view = Static(Syntax(diff.rstrip("\n"), "diff", theme="ansi_dark", word_wrap=False), classes="session-file")
-                view.border_title = f"{path}  +{a} -{d}"
+                shown = visible(diff.rstrip("\n"))
+                view = Static(Syntax(shown, "diff", theme="ansi_dark", word_wrap=False), classes="session-file")
+                # A Text, not a str: a str title is Textual markup, and the path is the agent's.
+                view.border_title = Text(f"{visible(path, one_line=True)}  +{a} -{d}")
                 yield view
         yield Footer()
 

@@ -11,6 +11,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from agent.diffs import Hunk
+from app.visible import visible
 
 ADDED_BG = Style(bgcolor="#0f3d1f")
 REMOVED_BG = Style(bgcolor="#4a1416")
@@ -28,7 +29,7 @@ def _body(hunk: Hunk) -> list[tuple[str, str, bool]]:
     out = []
     for line in hunk.lines:
         first, _, marker = line.partition("\n")
-        out.append((first[:1], first[1:], marker == NO_NEWLINE))
+        out.append((first[:1], visible(first[1:]), marker == NO_NEWLINE))
     return out
 
 

@@ -6,6 +6,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from app.visible import visible
+
 
 def human_tokens(n: int) -> str:
     if n >= 10_000:
@@ -39,7 +41,7 @@ class StatusBar(Static):
 
     def render(self) -> Text:
         parts: list[tuple[str, str]] = []
-        model = self.model_name + (f" {self.quantization}" if self.quantization else "")
+        model = visible(self.model_name + (f" {self.quantization}" if self.quantization else ""), one_line=True)
         parts.append((model, "bold"))
         if self.context_limit:
             parts.append((f"ctx {human_tokens(self.context_used)}/{human_tokens(self.context_limit)}", ""))

@@ -24,6 +24,7 @@ from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Static
 
+from app.visible import visible
 from models.chat import ToolCall
 
 FOLDED_LINES = 4
@@ -31,7 +32,7 @@ FOLDED_LINES = 4
 
 def short(value: object, limit: int = 70) -> str:
     text = value if isinstance(value, str) else repr(value)
-    text = text.replace("\n", "⏎")
+    text = visible(text[: limit * 8].replace("\n", "⏎"), one_line=True)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -44,7 +45,7 @@ def summarize_call(call: ToolCall) -> str:
         where = f" in {args['path']}" if args.get("path") else ""
         return short(str(args.get("pattern", "")) + where)
     if call.name in ("Read", "Write", "Edit"):
-        path = str(args.pop("file_path", ""))
+        path = short(str(args.pop("file_path", "")), 200)
         extra = []
         if call.name == "Write":
             extra.append(f"{len(str(args.get('content', '')).splitlines())} lines")
@@ -58,7 +59,7 @@ def summarize_call(call: ToolCall) -> str:
 
 class UserMessage(Static):
     def __init__(self, text: str) -> None:
-        super().__init__(Text(text), classes="user")
+        super().__init__(Text(visible(text)), classes="user")
 
 
 class Notice(Static):
@@ -66,7 +67,7 @@ class Notice(Static):
 
     def __init__(self, text: str, level: str = "info") -> None:
         mark = {"error": "✗ ", "warning": "! ", "info": ""}.get(level, "")
-        super().__init__(Text(mark + text), classes=f"notice {level}")
+        super().__init__(Text(mark + visible(text)), classes=f"notice {level}")
         self.level = level
 
 
@@ -315,7 +316,7 @@ class AssistantText(LineWidget):
         self._rendered = 0  # how many of `blocks` are in `_lines`
 
     async def add(self, text: str) -> None:
-        self.text_so_far += text
+        self.text_so_far += visible(text)  # the model's words: no escape reaches the terminal
         blocks, tail = split_blocks(self.text_so_far[self._frozen :])
         if blocks:
             self.unsettled.extend(blocks)
@@ -391,7 +392,7 @@ class ReasoningBlock(LineWidget, can_focus=True):
         self._shown = ""  # the text the transcript shows; the live panel shows the rest as it comes
 
     def add(self, text: str) -> None:
-        self.text_so_far += text
+        self.text_so_far += visible(text)
 
     def live(self) -> list[str]:
         return [self.text_so_far.strip("\n")]
@@ -450,14 +451,14 @@ class ToolCard(LineWidget, can_focus=True):
     def header_text(self) -> Text:
         mark = {"running": "…", "done": "✓", "error": "✗"}[self.state]
         text = Text(style=self.get_component_rich_style(f"tool-card--{self.state}", partial=True))
-        text.append(f"{mark} {self.call.name}", style="bold")
+        text.append(f"{mark} {visible(self.call.name, one_line=True)}", style="bold")
         text.append("  " + summarize_call(self.call))
         return text
 
     def body_text(self) -> Text | None:
         if self.output is None:
             return None
-        lines = self.output.rstrip("\n").splitlines() or ["(empty)"]
+        lines = visible(self.output.rstrip("\n")).split("\n") if self.output.strip("\n") else ["(empty)"]
         style = self.get_component_rich_style("tool-card--body", partial=True)
         if self.expanded or len(lines) <= FOLDED_LINES:
             return Text("\n".join(lines), style=style)

@@ -98,18 +98,31 @@ def test_review_skips_a_file_the_user_changed_meanwhile(repo: Path, tmp_path: Pa
 
 
 class CrashingModel(HookedReplay):
+    def __init__(self, path: Path, error: BaseException) -> None:
+        super().__init__(path)
+        self.error = error
+
     def generate(self, request):  # type: ignore[no-untyped-def]
-        raise RuntimeError("the backend crashed")
+        raise self.error
 
 
 def test_worktree_is_removed_when_the_run_crashes(repo: Path, tmp_path: Path) -> None:
-    review = ReviewSession(CrashingModel(write_replay(tmp_path / "r.jsonl", "x")), repo, sink=Recorder())
-    worktree = review.workspace.journal.root  # type: ignore[union-attr]
-    assert worktree.exists()
-    with pytest.raises(RuntimeError, match="crashed"):
-        with review:
-            review.run("go")
-    assert not worktree.exists() and len(worktrees(repo)) == 1
+    # A bug in the backend ends the run as an error (one line, a summary), and one that escapes
+    # the loop entirely (an interrupt) still takes the worktree away.
+    for error in (RuntimeError("the backend crashed"), KeyboardInterrupt()):
+        model = CrashingModel(write_replay(tmp_path / "r.jsonl", "x"), error)
+        review = ReviewSession(model, repo, sink=Recorder())
+        worktree = review.workspace.journal.root  # type: ignore[union-attr]
+        assert worktree.exists()
+        if isinstance(error, KeyboardInterrupt):
+            with pytest.raises(KeyboardInterrupt):
+                with review:
+                    review.run("go")
+        else:
+            with review:
+                summary = review.run("go")
+            assert summary.stop_reason == "error" and "the backend crashed" in (summary.message or "")
+        assert not worktree.exists() and len(worktrees(repo)) == 1
 
 
 def test_ribbit_run_review_mode_end_to_end(capsys, tmp_path: Path, repo: Path) -> None:  # type: ignore[no-untyped-def]
