@@ -39,6 +39,14 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.fixture
+def removes_deep_trees(tmp_path: Path):
+    """For tests that build 2,000-deep folders: remove them at once (rm copes with any depth; pytest's
+    own recursive cleanup of old temp folders would fail on them at a later run's exit)."""
+    yield
+    subprocess.run(["rm", "-rf", "--", str(tmp_path)], check=False)
+
+
 def xml_call(name: str, **params: object) -> str:
     """A Qwen3-Coder XML tool call, as FrogNano writes it."""
     body = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in params.items())

@@ -42,6 +42,8 @@ class BashTool(Tool[BashArgs]):
     def run(self, args: BashArgs, ctx: ToolContext) -> str:
         if not args.command.strip():
             raise ToolError("command is empty")
+        if "\x00" in args.command:  # bash cannot carry a NUL in its argument; say so before asking anyone
+            raise ToolError("command contains a NUL byte; bash cannot run it")
         desk = ctx.approvals
         assert desk is not None  # ToolContext fills it in
         plan = desk.policy.plan_bash(args.command)

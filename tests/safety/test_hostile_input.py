@@ -77,6 +77,15 @@ def test_task_text_that_is_not_utf8_is_read(repo: Path, tmp_path: Path) -> None:
         assert task == "fix \ufffd the bug"
 
 
+def test_a_nul_byte_in_a_bash_command_is_an_error_result(repo: Path, tmp_path: Path) -> None:
+    turns = [xml_call("Bash", command="touch made.txt\x00; rm -f calc.py"), "done"]
+    run = ribbit_cli(tmp_path, repo, write_replay(tmp_path / "r.jsonl", *turns), "--mode", "full-auto")
+    run.assert_clean_exit(0)
+    (result,) = run.tool_results()
+    assert result == "Error: command contains a NUL byte; bash cannot run it"
+    assert (repo / "calc.py").exists() and not (repo / "made.txt").exists()
+
+
 def test_glob_with_a_bad_character_range_is_an_error_result(repo: Path, tmp_path: Path) -> None:
     turns = [xml_call("Glob", pattern="[z-a]*.py"), xml_call("Glob", pattern="[a-z]*.py"), "done"]
     run = ribbit_cli(tmp_path, repo, write_replay(tmp_path / "r.jsonl", *turns), "--mode", "full-auto")
@@ -87,7 +96,7 @@ def test_glob_with_a_bad_character_range_is_an_error_result(repo: Path, tmp_path
 
 
 @pytest.mark.parametrize("git_repo", [True, False], ids=["git", "plain-folder"])
-def test_a_2000_deep_path_in_every_tool(repo: Path, tmp_path: Path, git_repo: bool) -> None:
+def test_a_2000_deep_path_in_every_tool(repo: Path, tmp_path: Path, git_repo: bool, removes_deep_trees: None) -> None:
     if not git_repo:
         import shutil
 
