@@ -16,6 +16,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from models.base import Dialect, ModelError
 from models.chat import ChatMessage, ToolSpec
+from models.dialects import gemma4
 
 # SmolLM2 and many small models ship a ChatML template that knows no tools.
 CHATML_FALLBACK = (
@@ -23,12 +24,14 @@ CHATML_FALLBACK = (
     "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
 # Must survive `|trim` in templates, so no whitespace or control characters.
-TURN_MARKERS = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "</s>")
+TURN_MARKERS = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<turn|>", "<|end|>", "</s>")
 _STAND_IN = "RIBBIT_STAND_IN_7f3a"
 
 
 def detect_dialect(template: str) -> Dialect:
     """How a model writes tool calls, judged by what its template teaches it."""
+    if gemma4.detect(template):
+        return "gemma4"
     if "<function=" in template or "<parameter=" in template:
         return "qwen3_coder"
     if "<tool_call>" in template:
@@ -82,14 +85,23 @@ class ChatTemplate:
 
     # -- incremental renders --------------------------------------------------------------------
 
-    def delta(self, new_messages: list[ChatMessage], tools: list[ToolSpec] | None) -> str:
-        """Text that follows a finished assistant turn (after `turn_end`) up to the next generation prompt."""
+    def close_after(self, message: ChatMessage | None) -> str:
+        """What the stream gets right after the last token of an assistant turn the model generated
+        (`message` is that turn as parsed), exactly as a full render has it."""
+        if self.dialect == "gemma4":
+            return gemma4.close_after(message)
+        return self.turn_close + self.turn_end
+
+    def delta(self, new_messages: list[ChatMessage], tools: list[ToolSpec] | None, after: ChatMessage | None = None) -> str:
+        """Text that follows a finished assistant turn (`after`, once closed by `close_after`) up to the
+        next generation prompt."""
         new = self.template_messages(new_messages)
         base = self._stand_in_base()
         errors = []
         # Stand-in prefixes to try. Ending on a user turn keeps templates that restyle assistant turns
         # before the last query prefix-stable; the full one suits templates that insist on alternation.
-        for prefix in (base[:2], base):
+        prefixes = [gemma4.stand_in_prefix(base, after)] if self.dialect == "gemma4" else [base[:2], base]
+        for prefix in prefixes:
             try:
                 before = self.render(prefix, tools, False)
                 after = self.render(prefix + new, tools, True)

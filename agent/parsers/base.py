@@ -3,21 +3,11 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from models.chat import ToolCall, ToolSpec
+from models.chat import ParsedTurn, ToolCall, ToolSpec
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
-
-
-@dataclass
-class ParsedTurn:
-    content: str
-    reasoning: str | None = None
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    # What was wrong with tool-call markup; non-empty means the turn is malformed.
-    errors: list[str] = field(default_factory=list)
 
 
 class ToolCallParser(Protocol):
