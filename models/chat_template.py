@@ -62,6 +62,9 @@ class ChatTemplate:
             raise ModelError(f"the model's chat template does not compile: {exc}") from None
         # After a generated turn the stream gets `turn_close + turn_end`, exactly as a full render has it.
         self.turn_close, self.turn_end = self._find_turn_end()
+        # Gemma 4 GGUFs with the first template: tool results go on the assistant message (models.dialects.gemma4).
+        self.legacy_tool_results = self.dialect == "gemma4" and not gemma4.renders_tool_messages(
+            lambda messages: self.render(messages, None, True))
         self.opens_reasoning = self.render(self._stand_in_base()[:2], None, True).rstrip().endswith("<think>")
 
     # -- full renders ---------------------------------------------------------------------------
@@ -85,23 +88,27 @@ class ChatTemplate:
 
     # -- incremental renders --------------------------------------------------------------------
 
-    def close_after(self, message: ChatMessage | None) -> str:
-        """What the stream gets right after the last token of an assistant turn the model generated
-        (`message` is that turn as parsed), exactly as a full render has it."""
-        if self.dialect == "gemma4":
-            return gemma4.close_after(message)
-        return self.turn_close + self.turn_end
+    def after_turn(self, turn: ChatMessage, new_messages: list[ChatMessage], tools: list[ToolSpec] | None) -> str:
+        """What the stream gets after the last token the model generated for `turn` (that turn as parsed):
+        the turn's close, then the new messages up to the next generation prompt, as a full render has them."""
+        if self.dialect == "gemma4":  # its close depends on the turn and on what follows it
+            try:
+                return gemma4.after_turn(
+                    lambda messages, prompt: self.render(messages, tools, prompt), self._stand_in_base(), turn,
+                    new_messages, self.legacy_tool_results,
+                )
+            except ValueError as exc:
+                raise ModelError(f"cannot render the next turn incrementally: {exc}") from None
+        return self.turn_close + self.turn_end + self.delta(new_messages, tools)
 
-    def delta(self, new_messages: list[ChatMessage], tools: list[ToolSpec] | None, after: ChatMessage | None = None) -> str:
-        """Text that follows a finished assistant turn (`after`, once closed by `close_after`) up to the
-        next generation prompt."""
+    def delta(self, new_messages: list[ChatMessage], tools: list[ToolSpec] | None) -> str:
+        """Text that follows a finished assistant turn (after `turn_end`) up to the next generation prompt."""
         new = self.template_messages(new_messages)
         base = self._stand_in_base()
         errors = []
         # Stand-in prefixes to try. Ending on a user turn keeps templates that restyle assistant turns
         # before the last query prefix-stable; the full one suits templates that insist on alternation.
-        prefixes = [gemma4.stand_in_prefix(base, after)] if self.dialect == "gemma4" else [base[:2], base]
-        for prefix in prefixes:
+        for prefix in (base[:2], base):
             try:
                 before = self.render(prefix, tools, False)
                 after = self.render(prefix + new, tools, True)
@@ -115,6 +122,8 @@ class ChatTemplate:
 
     def template_messages(self, messages: list[ChatMessage]) -> list[dict[str, Any]]:
         """Templates without tool support see one user message holding a step's tool results."""
+        if self.dialect == "gemma4":
+            return gemma4.template_messages(messages, self.legacy_tool_results)
         if self.dialect != "json":
             return [m.to_template() for m in messages]
         out: list[dict[str, Any]] = []

@@ -284,10 +284,8 @@ class LlamaCppModel:
 
     def _continuation(self, messages: list[ChatMessage], done: int, tools: list[ToolSpec]) -> list[int]:
         """Tokens after the generated turn `messages[done - 1]`: its close, as the template writes it after
-        that turn (it may depend on whether the turn made calls), then the messages that follow it."""
-        turn = messages[done - 1]
-        close = self._tokenize(self.template.close_after(turn))
-        return close + self._tokenize(self.template.delta(messages[done:], tools, after=turn))
+        that turn (Gemma 4's depends on whether the turn made calls), then the messages that follow it."""
+        return self._tokenize(self.template.after_turn(messages[done - 1], messages[done:], tools))
 
     def _prompt_parts(self, messages: list[ChatMessage], tools: list[ToolSpec], with_rest: bool) -> list[tuple[list[int], str | None]]:
         """A fresh render cut into (tool definitions, system prompt, rest), tokenised separately."""

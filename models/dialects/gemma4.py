@@ -17,8 +17,10 @@ Values: strings between `<|"|>` (no escapes: a string cannot hold `<|"|>`), numb
 
 Like Qwen3.5's, the template rewrites history (it drops reasoning before the last user turn and the
 empty thought channel of each generation prompt, and puts text after the calls): ribbit never
-re-renders it. The token stream keeps what the model generated, then `close_after()` (what the template
-writes right after the model's last token) and `ChatTemplate.delta()` rendered after `stand_in_prefix()`.
+re-renders it. The token stream keeps what the model generated, then `after_turn()`: what the template
+writes after the model's last token (the turn's close and the new messages), rendered after a stand-in.
+Gemma 4's first templates, still inside many GGUFs, show tool results only as `tool_responses` on the
+assistant message (`renders_tool_messages`); for them the messages are converted as llama.cpp does.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 from models.chat import ChatMessage, ParsedTurn, ToolCall, ToolSpec
@@ -54,23 +57,76 @@ def detect(text: str) -> bool:
 # -- the stream ----------------------------------------------------------------------------------
 
 
-def close_after(message: ChatMessage | None) -> str:
-    """What the template writes right after the model's last token of a turn: after calls the model stops
-    at `<|tool_response>` and the results follow in the same turn; an answer ends the turn."""
-    if message is not None and message.tool_calls:
-        return RESPONSE_OPEN
-    return TURN_CLOSE + "\n"
+def renders_tool_messages(render: Callable[[list[dict[str, Any]]], str]) -> bool:
+    """Whether the template shows OpenAI-style `tool` messages as tool responses. Gemma 4's first
+    templates (still inside many GGUFs) know only `tool_responses` on the assistant message."""
+    probe = "RIBBIT_TOOL_PROBE_5e1d"
+    messages = [
+        {"role": "system", "content": "S"}, {"role": "user", "content": "U"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "T", "arguments": {}}}]},
+        {"role": "tool", "content": probe, "tool_call_id": "c", "name": "T"},
+    ]
+    try:
+        text = render(messages)
+    except Exception:  # noqa: BLE001 — a template that cannot render this renders no tool messages
+        return False
+    return RESPONSE_OPEN + "response:T{" in text and probe in text
 
 
-def stand_in_prefix(base: list[dict[str, Any]], after: ChatMessage | None) -> list[dict[str, Any]]:
-    """The stand-in conversation `ChatTemplate.delta` renders the new messages after.
+def template_messages(messages: list[ChatMessage], legacy: bool) -> list[dict[str, Any]]:
+    """The messages as the template expects them. For a legacy template, tool results move onto the
+    assistant message whose calls they answer (`tool_responses`), and an answer that follows them joins
+    that message, as llama.cpp does for such templates."""
+    out = [m.to_template() for m in messages]
+    if not legacy:
+        return out
+    merged: list[dict[str, Any]] = []
+    i = 0
+    while i < len(out):
+        message = out[i]
+        i += 1
+        if message["role"] != "assistant" or not message.get("tool_calls"):
+            merged.append(message)
+            continue
+        responses = []
+        while i < len(out) and out[i]["role"] == "tool":
+            result = out[i]
+            calls = message["tool_calls"]
+            name = next((c["function"]["name"] for c in calls if c.get("id") == result.get("tool_call_id")), result.get("name"))
+            responses.append({"name": name or "unknown", "response": result["content"]})
+            i += 1
+        if responses:
+            message = {**message, "tool_responses": responses}
+            answer = out[i] if i < len(out) else None
+            if answer and answer["role"] == "assistant" and not answer.get("tool_calls") and answer.get("content"):
+                message["content"] = answer["content"]  # the answer goes on in the same model turn
+                i += 1
+        merged.append(message)
+    return merged
 
-    Tool results are rendered only by the assistant turn whose calls they answer, so the stand-in
-    assistant carries the last turn's calls, and no text (which the template would put after them)."""
-    if after is None or not after.tool_calls:
-        return base
-    calls = after.model_copy(update={"content": "", "reasoning_content": None}).to_template()
-    return base[:2] + [calls]
+
+def after_turn(
+    render: Callable[[list[dict[str, Any]], bool], str], base: list[dict[str, Any]], turn: ChatMessage,
+    new: list[ChatMessage], legacy: bool,
+) -> str:
+    """What follows the model's last token of `turn`: the new messages rendered after a stand-in of that
+    turn, from where the model's part of it ends. Its close depends on the turn and on what follows: after
+    calls the model stops at `<|tool_response>` and their results go on in the same turn; an answer ends
+    with `<turn|>`. Tool results are rendered only by the turn whose calls they answer, so the stand-in
+    carries those calls (and no text, which the template would write after them)."""
+    stand_in = base[2]["content"]
+    if turn.tool_calls:
+        shape = turn.model_copy(update={"content": "", "reasoning_content": None})
+    else:
+        shape = ChatMessage(role="assistant", content=stand_in)
+    before = render(base[:2] + template_messages([shape], legacy), False)
+    marker = CALL_CLOSE if turn.tool_calls else stand_in
+    at = before.rfind(marker)
+    full = render(base[:2] + template_messages([shape, *new], legacy), True)
+    end = at + len(marker)
+    if at == -1 or not full.startswith(before[:end]):
+        raise ValueError("rendering is not prefix-stable")
+    return full[end:]
 
 
 # -- parsing -------------------------------------------------------------------------------------

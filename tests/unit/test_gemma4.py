@@ -20,17 +20,20 @@ from models.chat_template import ChatTemplate, detect_dialect
 from models.dialects import gemma4
 from models.replay import ReplayModel
 
-TEMPLATE = (Path(__file__).resolve().parents[1] / "data" / "google-gemma-4-31B-it.jinja").read_text(encoding="utf-8")
+DATA = Path(__file__).resolve().parents[1] / "data"
+TEMPLATE = (DATA / "google-gemma-4-31B-it.jinja").read_text(encoding="utf-8")
+# An earlier Gemma 4 template (llama.cpp's "interleaved" copy) that shows tool results only as
+# `tool_responses` on the assistant message, as the templates inside many Gemma 4 GGUFs do.
+LEGACY = (DATA / "google-gemma-4-31B-it-interleaved.jinja").read_text(encoding="utf-8")
 SPECS = [t.spec() for t in ALL_TOOLS]
 # The generation prompt with thinking off: an empty thought channel, which the template drops from the
 # model turns of a re-rendered history (the one rewrite the stream keeps and a re-render does not).
 EMPTY_THOUGHT = "<|channel>thought\n<channel|>"
 
 
-def template(thinking: bool = False) -> ChatTemplate:
+def template(thinking: bool = False, source: str = TEMPLATE) -> ChatTemplate:
     # Thinking is switched by the `enable_thinking` variable (<|think|> in the system turn).
-    source = ("{%- set enable_thinking = true -%}" if thinking else "") + TEMPLATE
-    return ChatTemplate(source, bos_token="<bos>", eos_token="<eos>")
+    return ChatTemplate(("{%- set enable_thinking = true -%}" if thinking else "") + source, bos_token="<bos>", eos_token="<eos>")
 
 
 def call(name: str, **arguments: Any) -> ToolCall:
@@ -112,28 +115,43 @@ def without_prompt_thoughts(text: str) -> str:
     return text.replace("<|turn>model\n" + EMPTY_THOUGHT, "<|turn>model\n")
 
 
-def test_the_incremental_stream_is_a_full_render_but_for_the_history_the_template_rewrites() -> None:
-    tmpl = template()
+def without_any_empty_thoughts(text: str) -> str:
+    # The legacy template also opens and closes a thought channel in the prompt after tool results.
+    return text.replace(EMPTY_THOUGHT, "")
+
+
+@pytest.mark.parametrize(("source", "normal"), [(TEMPLATE, without_prompt_thoughts), (LEGACY, without_any_empty_thoughts)],
+                         ids=["official", "legacy"])
+def test_the_incremental_stream_is_a_full_render_but_for_the_history_the_template_rewrites(source, normal) -> None:
+    tmpl = template(source=source)
+    assert tmpl.dialect == "gemma4" and tmpl.legacy_tool_results == (source is LEGACY)
     messages = [ChatMessage(role="system", content="You are ribbit."), ChatMessage(role="user", content="Fix calc.py")]
     stream = tmpl.render_conversation(messages, SPECS)
     for raw, assistant, following in conversation_steps():
         # The model writes `raw`; the stream then gets the turn's close and the rendered new messages.
-        stream += raw + tmpl.close_after(assistant) + tmpl.delta(following, SPECS, after=assistant)
+        stream += raw + tmpl.after_turn(assistant, following, SPECS)
         messages += [assistant, *following]
-        assert without_prompt_thoughts(stream) == without_prompt_thoughts(tmpl.render_conversation(messages, SPECS))
-    assert stream.count("<|tool_response>response:") == 3
+        assert normal(stream) == normal(tmpl.render_conversation(messages, SPECS))
+    assert stream.count("<|tool_response>response:") == 3 and "<|turn>tool" not in stream
     assert stream.endswith("<|turn>user\nNow add a docstring.<turn|>\n<|turn>model\n" + EMPTY_THOUGHT)
 
 
 def test_calls_close_with_a_tool_response_and_answers_with_the_end_of_the_turn() -> None:
     tmpl = template()
     with_calls = ChatMessage(role="assistant", content="", tool_calls=[call("Glob", pattern="*").model_copy(update={"id": "c"})])
-    assert tmpl.close_after(with_calls) == "<|tool_response>"
-    assert tmpl.close_after(ChatMessage(role="assistant", content="done")) == "<turn|>\n"
-    assert tmpl.close_after(None) == "<turn|>\n"  # a turn cancelled before the model wrote anything
     result = ChatMessage(role="tool", content="a.py", tool_call_id="c", name="Glob")
     # After tool results the model goes on in the same turn: no new turn header, no generation prompt.
-    assert tmpl.delta([result], SPECS, after=with_calls) == 'response:Glob{value:<|"|>a.py<|"|>}<tool_response|>'
+    assert tmpl.after_turn(with_calls, [result], SPECS) == '<|tool_response>response:Glob{value:<|"|>a.py<|"|>}<tool_response|>'
+    follow_up = ChatMessage(role="user", content="next")
+    prompt = "<|turn>user\nnext<turn|>\n<|turn>model\n" + EMPTY_THOUGHT
+    assert tmpl.after_turn(ChatMessage(role="assistant", content="done"), [follow_up], SPECS) == "<turn|>\n" + prompt
+    # A turn stopped before the model wrote anything is an empty answer.
+    assert tmpl.after_turn(ChatMessage(role="assistant", content=""), [follow_up], SPECS) == "<turn|>\n" + prompt
+    # A turn with a call and a malformed one: no results, the error comes back as a user turn.
+    assert tmpl.after_turn(with_calls, [follow_up], SPECS) == "<|tool_response>" + prompt
+    legacy = template(source=LEGACY)
+    assert legacy.after_turn(with_calls, [follow_up], SPECS) == "<turn|>\n" + prompt
+    assert legacy.after_turn(with_calls, [result], SPECS) == '<|tool_response>response:Glob{value:<|"|>a.py<|"|>}<tool_response|>' + EMPTY_THOUGHT
 
 
 def test_with_thinking_on_the_stream_is_still_prefix_stable() -> None:
@@ -144,8 +162,7 @@ def test_with_thinking_on_the_stream_is_still_prefix_stable() -> None:
     ids = [call("Read", file_path="a.py").model_copy(update={"id": "c1"})]
     assistant = ChatMessage(role="assistant", content="", reasoning_content="Look first.", tool_calls=ids)
     result = ChatMessage(role="tool", content="x = 1", tool_call_id="c1", name="Read")
-    delta = tmpl.delta([result], SPECS, after=assistant)
-    assert delta == 'response:Read{value:<|"|>x = 1<|"|>}<tool_response|>'
+    assert tmpl.after_turn(assistant, [result], SPECS) == '<|tool_response>response:Read{value:<|"|>x = 1<|"|>}<tool_response|>'
     raw = '<|channel>thought\nLook first.<channel|><|tool_call>call:Read{file_path:<|"|>a.py<|"|>}<tool_call|>'
     turn = parser_for("gemma4", SPECS).parse(raw)
     assert turn.reasoning == "Look first." and [c.arguments for c in turn.tool_calls] == [{"file_path": "a.py"}]
