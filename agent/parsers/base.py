@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol
 
-from models.chat import ParsedTurn, ToolCall, ToolSpec
+from models.chat import ParsedTurn, ToolSpec
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 

@@ -285,3 +285,16 @@ def test_the_live_view_shows_reasoning_apart_and_holds_back_call_markup(cuts: li
 @given(cuts=st.lists(st.integers(0, 80), max_size=8))
 def test_the_live_view_drops_a_stray_channel_close(cuts: list[int]) -> None:
     assert split("<channel|>All done, <channel|>tests pass.", cuts) == ("", "All done, tests pass.")
+
+
+def test_the_grammar_waits_for_a_call_outside_thought_channels() -> None:
+    trigger = gemma4.CallTrigger()
+    thinking = b"<|channel>thought\nI could write <|tool_call>call:Bash{...} here<channel|>Now: "
+    match = trigger.search(thinking + b"<|tool_call>call:Read{", 0)
+    assert match is not None and match.start() == len(thinking)
+    assert trigger.search(b"<|channel>thought\nstill thinking <|tool_call>", 0) is None
+    assert trigger.search(b"<channel|>plain text <|tool_call>", 0).start() == len(b"<channel|>plain text ")
+    # What followed the opening inside its token must be able to start a call the grammar accepts.
+    names = ["Read", "Glob"]
+    assert gemma4.tail_ok("", names) and gemma4.tail_ok("call:Re", names) and gemma4.tail_ok("call:Glob{", names)
+    assert not gemma4.tail_ok("call:Delete", names) and not gemma4.tail_ok(" call:Read{", names)
