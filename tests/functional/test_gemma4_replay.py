@@ -70,3 +70,25 @@ def test_malformed_gemma_calls_go_back_to_the_model_as_errors(capsys, tmp_path, 
     assert len(feedback) == 2 and all(f.startswith("Error: your tool call could not be read") for f in feedback)
     assert "must be a <|\"|>-quoted string" in feedback[0] and "not closed with <tool_call|>" in feedback[1]
     assert "def add" in result.tool_results()[0]
+
+
+def test_the_live_stream_shows_gemmas_reasoning_apart_and_never_its_markup(tmp_path, repo, replay_file):
+    """What the TUI and `ribbit run` show while the model writes: the replay streams the raw text in
+    pieces, so markers arrive split across chunks."""
+    from agent.approvals import RejectAll
+    from agent.events import ReasoningDelta, TextDelta
+    from agent.workspace import open_workspace
+    from models.replay import ReplayModel
+
+    events: list[object] = []
+    workspace = open_workspace(ReplayModel(replay_file(*TURNS)), repo, mode="ask", approver=RejectAll(),
+                               sink=events.append, watch=False)
+    try:
+        assert workspace.session.run("fix the bug").stop_reason == "finished"
+    finally:
+        workspace.close()
+    reasoning = "".join(e.text for e in events if isinstance(e, ReasoningDelta))
+    visible = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert reasoning == "The test fails. Find the code, then read it.Run every test."
+    assert visible == "The sign is wrong: add() subtracts." + TURNS[-1]
+    assert "<|" not in visible + reasoning and "|>" not in visible + reasoning
