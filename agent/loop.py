@@ -200,7 +200,8 @@ class AgentSession:
         return False
 
     def query(self) -> Turn:
-        splitter = StreamSplitter(
+        splitter = StreamSplitter.for_dialect(
+            self.model.info.dialect,
             on_text=lambda text: self.sink(TextDelta(text=text)),
             on_reasoning=lambda text: self.sink(ReasoningDelta(text=text)),
             reasoning_opened=self.model.info.opens_reasoning,

@@ -32,7 +32,7 @@ FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "tiny-qw
 TASK = "The tests in test_calc.py fail. Find the bug in calc.py and fix it, then run the tests."
 TOOLS = default_tools()
 SPECS = [t.spec() for t in TOOLS.values()]
-CALL_OPENINGS = {"json": '{"tool": "', "hermes": "<tool_call>\n", "qwen3_coder": "<tool_call>\n"}
+CALL_OPENINGS = {"json": '{"tool": "', "hermes": "<tool_call>\n", "qwen3_coder": "<tool_call>\n", "gemma4": "<|tool_call>call:"}
 
 
 def tool_output(step: int) -> str:

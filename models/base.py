@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from models.chat import ChatMessage, ToolCall, ToolSpec
 
 # How the model writes tool calls; chosen from the chat template (models.dialect).
-Dialect = Literal["qwen3_coder", "hermes", "json", "native"]
+Dialect = Literal["qwen3_coder", "hermes", "gemma4", "json", "native"]
 FinishReason = Literal["stop", "length", "context", "cancelled"]
 
 

@@ -7,6 +7,7 @@ that form and the OpenAI-compatible backend sends them as-is.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -79,3 +80,14 @@ class ToolSpec(BaseModel):
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
         }
+
+
+@dataclass
+class ParsedTurn:
+    """One raw assistant turn as a dialect's parser reads it (agent/parsers, models/dialects)."""
+
+    content: str
+    reasoning: str | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    # What was wrong with tool-call markup; non-empty means the turn is malformed.
+    errors: list[str] = field(default_factory=list)

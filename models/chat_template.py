@@ -16,6 +16,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from models.base import Dialect, ModelError
 from models.chat import ChatMessage, ToolSpec
+from models.dialects import gemma4
 
 # SmolLM2 and many small models ship a ChatML template that knows no tools.
 CHATML_FALLBACK = (
@@ -23,12 +24,14 @@ CHATML_FALLBACK = (
     "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
 # Must survive `|trim` in templates, so no whitespace or control characters.
-TURN_MARKERS = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "</s>")
+TURN_MARKERS = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<turn|>", "<|end|>", "</s>")
 _STAND_IN = "RIBBIT_STAND_IN_7f3a"
 
 
 def detect_dialect(template: str) -> Dialect:
     """How a model writes tool calls, judged by what its template teaches it."""
+    if gemma4.detect(template):
+        return "gemma4"
     if "<function=" in template or "<parameter=" in template:
         return "qwen3_coder"
     if "<tool_call>" in template:
@@ -59,6 +62,9 @@ class ChatTemplate:
             raise ModelError(f"the model's chat template does not compile: {exc}") from None
         # After a generated turn the stream gets `turn_close + turn_end`, exactly as a full render has it.
         self.turn_close, self.turn_end = self._find_turn_end()
+        # Gemma 4 GGUFs with the first template: tool results go on the assistant message (models.dialects.gemma4).
+        self.legacy_tool_results = self.dialect == "gemma4" and not gemma4.renders_tool_messages(
+            lambda messages: self.render(messages, None, True))
         self.opens_reasoning = self.render(self._stand_in_base()[:2], None, True).rstrip().endswith("<think>")
 
     # -- full renders ---------------------------------------------------------------------------
@@ -82,6 +88,19 @@ class ChatTemplate:
 
     # -- incremental renders --------------------------------------------------------------------
 
+    def after_turn(self, turn: ChatMessage, new_messages: list[ChatMessage], tools: list[ToolSpec] | None) -> str:
+        """What the stream gets after the last token the model generated for `turn` (that turn as parsed):
+        the turn's close, then the new messages up to the next generation prompt, as a full render has them."""
+        if self.dialect == "gemma4":  # its close depends on the turn and on what follows it
+            try:
+                return gemma4.after_turn(
+                    lambda messages, prompt: self.render(messages, tools, prompt), self._stand_in_base(), turn,
+                    new_messages, self.legacy_tool_results,
+                )
+            except ValueError as exc:
+                raise ModelError(f"cannot render the next turn incrementally: {exc}") from None
+        return self.turn_close + self.turn_end + self.delta(new_messages, tools)
+
     def delta(self, new_messages: list[ChatMessage], tools: list[ToolSpec] | None) -> str:
         """Text that follows a finished assistant turn (after `turn_end`) up to the next generation prompt."""
         new = self.template_messages(new_messages)
@@ -103,6 +122,8 @@ class ChatTemplate:
 
     def template_messages(self, messages: list[ChatMessage]) -> list[dict[str, Any]]:
         """Templates without tool support see one user message holding a step's tool results."""
+        if self.dialect == "gemma4":
+            return gemma4.template_messages(messages, self.legacy_tool_results)
         if self.dialect != "json":
             return [m.to_template() for m in messages]
         out: list[dict[str, Any]] = []

@@ -266,4 +266,8 @@ def tool_call_grammar(dialect: Dialect, tools: list[ToolSpec], opens_reasoning: 
         return hermes_grammar(tools, opens_reasoning)
     if dialect == "json":
         return json_grammar(tools, opens_reasoning)
+    if dialect == "gemma4":
+        from models.dialects import gemma4  # it builds on this module's rules
+
+        return gemma4.grammar(tools, opens_reasoning)
     return None

@@ -31,6 +31,7 @@ from models.base import (
 )
 from models.chat import ChatMessage, ToolSpec
 from models.chat_template import ChatTemplate
+from models.dialects import gemma4
 from models.grammar import ToolCallGrammar, tool_call_grammar
 from models.memory import MemoryPlan, available_memory, plan_memory
 from models.state_cache import (
@@ -197,7 +198,7 @@ class LlamaCppModel:
                     # What was not evaluated stays pending, so the stream stays exactly what a full run
                     # would have had; the turn counts as an empty assistant turn.
                     rest = tokens[start:] + [t for later, _ in segments[seg_index + 1 :] for t in later]
-                    self._pending = rest + self._close_tokens
+                    self._pending = rest
                     self._consumed = done_messages
                     usage.prompt_tokens = cached + done
                     usage.prefill_s = time.perf_counter() - started
@@ -273,14 +274,18 @@ class LlamaCppModel:
             new = messages[len(self._consumed) :]
             if any(m.role == "user" for m in new):
                 self._snapshot_turn()
-            return [(self._pending + self._tokenize(self.template.delta(new, tools)), None)]
+            return [(self._pending + self._continuation(messages, len(self._consumed), tools), None)]
         for snap in self.snapshots.turns():
             if snap.consumed and self._extends(messages, prints, snap.consumed) and self._restore(snap):
                 self._consumed, self._pending = list(snap.consumed), list(snap.pending)
-                new = messages[len(snap.consumed) :]
-                return [(self._pending + self._tokenize(self.template.delta(new, tools)), None)]
+                return [(self._pending + self._continuation(messages, len(snap.consumed), tools), None)]
         self._consumed, self._pending = [], []
         return self._restore_prefix(self._prompt_parts(messages, tools, with_rest=True))
+
+    def _continuation(self, messages: list[ChatMessage], done: int, tools: list[ToolSpec]) -> list[int]:
+        """Tokens after the generated turn `messages[done - 1]`: its close, as the template writes it after
+        that turn (Gemma 4's depends on whether the turn made calls), then the messages that follow it."""
+        return self._tokenize(self.template.after_turn(messages[done - 1], messages[done:], tools))
 
     def _prompt_parts(self, messages: list[ChatMessage], tools: list[ToolSpec], with_rest: bool) -> list[tuple[list[int], str | None]]:
         """A fresh render cut into (tool definitions, system prompt, rest), tokenised separately."""
@@ -407,7 +412,7 @@ class LlamaCppModel:
         vocab = self.llm._model.vocab  # noqa: SLF001
         is_eog = self._llama_cpp.llama_vocab_is_eog
         produced = 0
-        self._pending = list(self._close_tokens)
+        self._pending = []  # the turn's close comes with the next messages (_continuation)
         forced = self._tokenize(self.response_prefix) if self.response_prefix else []
         if forced:
             raws = []
@@ -533,6 +538,8 @@ class _GrammarWatcher:
             self.triggers = [re.compile(rb'\{[ \t\n]{0,16}"(?:tool|name)"')]
         elif grammar.dialect == "hermes":
             self.triggers = [re.compile(rb"<tool_call>")]
+        elif grammar.dialect == "gemma4":
+            self.triggers = [gemma4.CallTrigger()]
         else:
             self.triggers = [re.compile(rb"<tool_call>|<function=")]
 
@@ -590,6 +597,8 @@ class _GrammarWatcher:
         return None
 
     def _tail_ok(self, matched: str, tail: str) -> bool:
+        if self.grammar.dialect == "gemma4":
+            return gemma4.tail_ok(tail, self.names)
         if self.grammar.dialect == "json":
             found = _JSON_TAIL.fullmatch(tail)
             return bool(found) and any(n.startswith(found.group("name") or "") for n in self.names)

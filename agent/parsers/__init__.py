@@ -8,6 +8,7 @@ from agent.parsers.json_fallback import JsonFallbackParser
 from agent.parsers.qwen3_coder import Qwen3CoderParser
 from agent.parsers.stream import StreamSplitter
 from models.chat import ToolSpec
+from models.dialects.gemma4 import Gemma4Parser
 
 
 def parser_for(dialect: str, tools: list[ToolSpec] | None = None) -> ToolCallParser:
@@ -15,6 +16,8 @@ def parser_for(dialect: str, tools: list[ToolSpec] | None = None) -> ToolCallPar
         return Qwen3CoderParser(tools)
     if dialect == "hermes":
         return HermesParser(tools)
+    if dialect == "gemma4":
+        return Gemma4Parser(tools)
     return JsonFallbackParser(tools)
 
 

@@ -3,25 +3,15 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agent.unicode_text import lone_surrogate
-from models.chat import ToolCall, ToolSpec
+from models.chat import ParsedTurn, ToolCall, ToolSpec
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 # Tool arguments are flat (strings, numbers, flags); anything nested deeper than this is an attack
 # or garbage, and would only meet a RecursionError somewhere further down (encoders, validation).
 MAX_ARGUMENT_DEPTH = 32
-
-
-@dataclass
-class ParsedTurn:
-    content: str
-    reasoning: str | None = None
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    # What was wrong with tool-call markup; non-empty means the turn is malformed.
-    errors: list[str] = field(default_factory=list)
 
 
 class ToolCallParser(Protocol):

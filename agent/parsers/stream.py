@@ -7,10 +7,33 @@ boundary are buffered so `</thi` + `nk>` never leaks into the text.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from agent.parsers.base import THINK_CLOSE, THINK_OPEN
+from models.dialects import gemma4
 
 CALL_MARKERS = ("<tool_call>", "<function=")
+
+
+@dataclass(frozen=True)
+class StreamMarkers:
+    """How a dialect's reasoning and calls look in the stream."""
+
+    calls: tuple[str, ...] = CALL_MARKERS
+    reasoning_open: str = THINK_OPEN
+    reasoning_close: str = THINK_CLOSE
+    # Gemma 4: a thought channel may come again after text, starts with a label line (stripped), and a
+    # stray close of the channel the generation prompt opened and closed is dropped from the text.
+    reasoning_again: bool = False
+    hidden: tuple[str, ...] = ()
+
+
+MARKERS = {
+    "gemma4": StreamMarkers(
+        calls=(gemma4.CALL_OPEN,), reasoning_open=gemma4.THOUGHT_OPEN + gemma4.THOUGHT_LABEL,
+        reasoning_close=gemma4.THOUGHT_CLOSE, reasoning_again=True, hidden=(gemma4.THOUGHT_CLOSE,),
+    ),
+}
 
 
 class StreamSplitter:
@@ -19,14 +42,21 @@ class StreamSplitter:
         on_text: Callable[[str], None],
         on_reasoning: Callable[[str], None],
         reasoning_opened: bool = False,
-        call_markers: tuple[str, ...] = CALL_MARKERS,
+        markers: StreamMarkers = StreamMarkers(),
     ) -> None:
         self.on_text = on_text
         self.on_reasoning = on_reasoning
         self.state = "reasoning" if reasoning_opened else "start"
-        self.markers = call_markers
+        self.markers = markers
         self.buffer = ""
         self._after_think = False
+        self._reasoning_start = reasoning_opened and markers.reasoning_again
+
+    @classmethod
+    def for_dialect(
+        cls, dialect: str, on_text: Callable[[str], None], on_reasoning: Callable[[str], None], reasoning_opened: bool = False
+    ) -> StreamSplitter:
+        return cls(on_text, on_reasoning, reasoning_opened, MARKERS.get(dialect, StreamMarkers()))
 
     def feed(self, chunk: str) -> None:
         if self.state == "call":
@@ -45,38 +75,55 @@ class StreamSplitter:
 
     def _advance(self) -> bool:
         """Emit what is safe; return True if the state changed and there may be more to do."""
+        opening = self.markers.reasoning_open
         if self.state == "start":
             stripped = self.buffer.lstrip()
             if not stripped:
                 return False
-            if stripped.startswith(THINK_OPEN):
-                self.buffer = stripped[len(THINK_OPEN) :]
-                self.state = "reasoning"
+            if stripped.startswith(opening):
+                self.buffer = stripped[len(opening) :]
+                self._enter("reasoning")
                 return True
-            if THINK_OPEN.startswith(stripped):
-                return False  # could still become <think>
+            if opening.startswith(stripped):
+                return False  # could still become the opening
             self.state = "text"
             return True
         if self.state == "reasoning":
-            return self._until((THINK_CLOSE,), self.on_reasoning, "text")
+            if self._reasoning_start:  # the label line's end (Gemma 4)
+                self.buffer = self.buffer.lstrip()
+                if not self.buffer:
+                    return False
+                self._reasoning_start = False
+            return self._until({self.markers.reasoning_close: "text"}, self.on_reasoning)
         if self._after_think:
             self.buffer = self.buffer.lstrip("\n")
             if not self.buffer:
                 return False
             self._after_think = False
-        return self._until(self.markers, self.on_text, "call")
+        targets = {marker: "call" for marker in self.markers.calls}
+        targets.update({marker: "text" for marker in self.markers.hidden})
+        if self.markers.reasoning_again:
+            targets[opening] = "reasoning"
+        return self._until(targets, self.on_text)
 
-    def _until(self, markers: tuple[str, ...], emit: Callable[[str], None], next_state: str) -> bool:
-        hits = [(self.buffer.find(m), m) for m in markers if m in self.buffer]
+    def _enter(self, state: str) -> None:
+        self.state = state
+        self._reasoning_start = state == "reasoning" and self.markers.reasoning_again
+        self._after_think = False
+
+    def _until(self, targets: dict[str, str], emit: Callable[[str], None]) -> bool:
+        hits = [(self.buffer.find(m), m) for m in targets if m in self.buffer]
         if hits:
             at, marker = min(hits)
             if at:
                 emit(self.buffer[:at])
-            self.buffer = self.buffer[at + len(marker) :] if next_state == "text" else ""
-            self.state = next_state
-            self._after_think = next_state == "text"
+            next_state = targets[marker]
+            self.buffer = self.buffer[at + len(marker) :] if next_state != "call" else ""
+            leaving_reasoning = self.state == "reasoning"
+            self._enter(next_state)
+            self._after_think = leaving_reasoning
             return True
-        keep = _partial_suffix(self.buffer, markers)
+        keep = _partial_suffix(self.buffer, tuple(targets))
         safe = self.buffer[: len(self.buffer) - keep]
         if safe:
             emit(safe)

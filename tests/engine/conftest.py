@@ -22,6 +22,14 @@ def make_model(state_dir: Path, **options: object) -> LlamaCppModel:
     return LlamaCppModel(embedded_model_path(), **settings)  # type: ignore[arg-type]
 
 
+@pytest.fixture(scope="session")
+def tiny_gemma4(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random `gemma4` GGUF with Gemma 4's tokenizer markers and chat template (tests/engine/tiny_gemma4.py)."""
+    from tests.engine.tiny_gemma4 import build_tiny_gemma4
+
+    return build_tiny_gemma4(tmp_path_factory.mktemp("tiny-gemma4") / "tiny-gemma4.gguf")
+
+
 def run_turn(
     model: LlamaCppModel, messages: list[ChatMessage], max_tokens: int = 6,
     should_stop: Callable[[], bool] | None = None, tools: list | None = None,

@@ -52,7 +52,7 @@ def test_token_stream_equals_a_full_render_of_the_conversation():
             messages += [ChatMessage(role="assistant", content=text), ChatMessage(role="user", content=follow_up)]
         stream = list(model.llm.input_ids[: model.llm.n_tokens]) + model._pending
         # Close the last turn in the stream the way the next generate() would.
-        stream += model._tokenize(model.template.delta(messages[-1:], []))
+        stream += model._continuation(messages, len(messages) - 1, [])
         full = model.template.render_conversation(messages, [])
         assert model.llm.detokenize(stream, special=True).decode() == full
     finally:

@@ -28,8 +28,10 @@ UNDER_JSON_LIMIT = "[" * 900 + "]" * 900  # parses, then meets a RecursionError 
         ("hermes-900", '<tool_call>{"name": "Read", "arguments": {"file_path": ' + UNDER_JSON_LIMIT + "}}</tool_call>"),
         ("json", '{"tool": "Read", "arguments": {"file_path": ' + NESTED + "}}"),
         ("json-900", '{"tool": "Read", "arguments": {"file_path": ' + UNDER_JSON_LIMIT + "}}"),
+        ("gemma4", "<|tool_call>call:Read{file_path:" + NESTED + "}<tool_call|>"),
+        ("gemma4-900", "<|tool_call>call:Read{file_path:" + UNDER_JSON_LIMIT + "}<tool_call|>"),
     ],
-    ids=["qwen3_coder", "hermes", "hermes-900-deep", "json", "json-900-deep"],
+    ids=["qwen3_coder", "hermes", "hermes-900-deep", "json", "json-900-deep", "gemma4", "gemma4-900-deep"],
 )
 def test_deeply_nested_tool_calls_are_told_to_the_model(repo: Path, tmp_path: Path, dialect: str, turn: str) -> None:
     before = (repo / "calc.py").read_bytes()
