@@ -37,6 +37,10 @@ AGENT_GRACE_S = 0.5  # events this soon after the agent's Bash ends are still th
 POLL_INTERVAL_S = 2.0
 # Use polling when the tree needs more than this share of the inotify watch limit.
 INOTIFY_SHARE = 0.5
+# watchdog walks new folders recursively (os.walk recurses on Python 3.11): a tree deeper than this
+# kills its inotify thread. Such trees are polled, and polling does not descend past this depth.
+MAX_WATCH_DEPTH = 200
+HEALTH_CHECK_S = 2.0  # how often an idle watcher checks that its observer threads are still alive
 # Only what changes content: no open/close/attrib events, so reads cost nothing.
 EVENT_FILTER: list[type[FileSystemEvent]] = [
     FileCreatedEvent, FileModifiedEvent, FileDeletedEvent, FileMovedEvent, DirMovedEvent,
@@ -60,12 +64,27 @@ def inotify_watch_limit() -> int | None:
 
 def count_dirs(root: Path, stop_after: int) -> int:
     """Folders under root (all of them: inotify watches ignored ones too), counting up to stop_after."""
-    count = 0
-    for _folder, dirs, _files in os.walk(root):
-        count += len(dirs)
-        if count > stop_after:
-            break
-    return count
+    return tree_shape(root, stop_after)[0]
+
+
+def tree_shape(root: Path, stop_after: int) -> tuple[int, int]:
+    """(folders under root, deepest level seen), counting up to stop_after folders.
+
+    Iterative, so a tree of any depth (an agent can make a 2,000-deep one) is measured, not a crash.
+    """
+    count = deepest = 0
+    stack = [(str(root), 0)]
+    while stack and count <= stop_after:
+        folder, depth = stack.pop()
+        deepest = max(deepest, depth)
+        try:
+            with os.scandir(folder) as entries:
+                subdirs = [e.path for e in entries if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            continue
+        count += len(subdirs)
+        stack.extend((sub, depth + 1) for sub in subdirs)
+    return count, deepest
 
 
 class _Handler(FileSystemEventHandler):
@@ -110,6 +129,7 @@ class RepoWatcher:
         self._stopping = False
         self._flushing = False
         self._observer: BaseObserver | None = None
+        self._observer_threads: list[threading.Thread] = []
         self._ignored_dirs: dict[str, bool] = {}
         self._thread: threading.Thread | None = None
 
@@ -124,32 +144,51 @@ class RepoWatcher:
             limit = inotify_watch_limit()
             if limit is not None:
                 budget = int(limit * INOTIFY_SHARE)
-                if count_dirs(self.root, budget) > budget:
+                folders, deepest = tree_shape(self.root, budget)
+                if folders > budget:
                     reason = f"the tree has more than {budget} folders (inotify allows {limit} watches)"
+                elif deepest > MAX_WATCH_DEPTH:
+                    reason = f"the tree is more than {MAX_WATCH_DEPTH} folders deep"
         if not reason:
             try:
+                before = set(threading.enumerate())
                 observer: BaseObserver = Observer()
                 observer.schedule(_Handler(self), str(self.root), recursive=True, event_filter=EVENT_FILTER)
                 observer.start()
                 self._observer = observer
+                # The observer's own threads: if one dies (a tree too deep appeared), we switch to polling.
+                self._observer_threads = [t for t in threading.enumerate() if t not in before]
                 self.method = "inotify" if "Inotify" in type(observer).__name__ else type(observer).__name__
                 self.message = f"watching {self.root} for outside changes ({self.method})"
             except OSError as exc:  # ENOSPC: out of inotify watches; EMFILE: out of instances
                 reason = f"the system refused more file watches ({exc.strerror or exc})"
         if reason:
-            observer = PollingObserverVFS(os.stat, self._listdir, polling_interval=POLL_INTERVAL_S)
-            observer.schedule(_Handler(self), str(self.root), recursive=True)
-            observer.start()
-            self._observer = observer
-            self.method = "polling"
-            self.message = (
-                f"watching {self.root} by polling every {POLL_INTERVAL_S:g} s, because {reason}; "
-                "outside changes are noticed more slowly"
-            )
+            self._start_polling(reason)
         add_write_listener(self._expect_write)
         self._thread = threading.Thread(target=self._flush_loop, name="ribbit-watcher", daemon=True)
         self._thread.start()
         return self.message
+
+    def _start_polling(self, reason: str) -> None:
+        observer = PollingObserverVFS(os.stat, self._listdir, polling_interval=POLL_INTERVAL_S)
+        observer.schedule(_Handler(self), str(self.root), recursive=True)
+        observer.start()
+        self._observer = observer
+        self._observer_threads = []
+        self.method = "polling"
+        self.message = (
+            f"watching {self.root} by polling every {POLL_INTERVAL_S:g} s, because {reason}; "
+            "outside changes are noticed more slowly"
+        )
+
+    def _check_observer(self) -> None:
+        """An inotify thread that died (watchdog recursing into a very deep new tree) is replaced by polling."""
+        if not self._observer_threads or all(t.is_alive() for t in self._observer_threads):
+            return
+        old = self._observer
+        self._start_polling(f"a folder more than {MAX_WATCH_DEPTH} levels deep appeared")
+        if old is not None:
+            old.stop()
 
     def stop(self) -> None:
         remove_write_listener(self._expect_write)
@@ -257,7 +296,8 @@ class RepoWatcher:
         while True:
             with self._lock:
                 while not self._pending and not self._stopping:
-                    self._lock.wait()  # idle: blocked, no polling
+                    if not self._lock.wait(HEALTH_CHECK_S):  # idle: blocked, waking rarely
+                        self._check_observer()
                 if self._stopping:
                     return
                 now = time.monotonic()
@@ -302,8 +342,11 @@ class RepoWatcher:
                 self._lock.notify_all()
 
     def _listdir(self, path: str | None) -> Iterator[os.DirEntry[str]]:
-        """Polling walks only what matters: never `.git/`, never ignored folders."""
+        """Polling walks only what matters: never `.git/`, never ignored folders, nothing too deep."""
         entries = [e for e in os.scandir(path) if e.name != ".git"]
+        rel = self._rel(os.fsdecode(path or self.root)) or ""
+        if rel.count("/") + 1 >= MAX_WATCH_DEPTH:  # watchdog's snapshot walk recurses per level
+            entries = [e for e in entries if not e.is_dir(follow_symlinks=False)]
         folders = [self._rel(e.path) or "" for e in entries if e.is_dir(follow_symlinks=False)]
         unknown = [rel for rel in folders if rel and rel not in self._ignored_dirs]
         if unknown:

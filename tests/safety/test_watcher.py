@@ -144,3 +144,62 @@ def test_outside_change_while_idle_reaches_the_next_task(repo: Path, tmp_path: P
     users = [m.content for m in workspace.session.messages if m.role == "user"]
     assert users[0] == "first task"
     assert users[1].startswith("second task") and "changed outside the agent" in users[1] and "calc.py" in users[1]
+
+
+def test_outside_changes_are_still_noticed_after_the_agent_makes_a_2000_deep_tree(
+    repo: Path, tmp_path: Path, removes_deep_trees: None
+) -> None:
+    """watchdog's inotify thread recurses into new folders and dies on such a tree: ribbit polls instead."""
+    turns = [
+        xml_call("Bash", command="python3 -c \"import os\nfor _ in range(2000):\n    os.mkdir('d'); os.chdir('d')\""),
+        xml_call("Bash", command="true"),
+        "done",
+    ]
+    reported = threading.Event()
+    seen: list[list[str]] = []
+
+    def sink(event):  # type: ignore[no-untyped-def]
+        if event.type == "external_change":
+            seen.append(event.paths)
+            reported.set()
+
+    def wait_for_the_watcher() -> None:
+        deadline = threading.Event()
+        # The polling fallback takes a health check (2 s) and a poll (2 s) to see the next change.
+        deadline.wait(5)
+        (repo / "by-user.txt").write_text("written while the agent worked\n")
+
+    workspace = open_workspace(
+        HookedReplay(write_replay(tmp_path / "r.jsonl", *turns), {1: wait_for_the_watcher}), repo,
+        mode="full-auto", approver=YesApprover(), sink=sink,
+    )
+    try:
+        assert workspace.watcher is not None and workspace.watcher.method == "inotify"
+        workspace.session.run("go")
+        assert reported.wait(15), "the change made outside the agent was never noticed"
+        assert ["by-user.txt"] in seen
+        assert workspace.watcher.method == "polling"
+    finally:
+        workspace.close()
+
+
+def test_a_tree_too_deep_for_inotify_is_polled_from_the_start(tmp_path: Path, removes_deep_trees: None) -> None:
+    from agent.diagnostics import agent_checks
+
+    root = tmp_path / "deep"
+    folder = root
+    folder.mkdir()
+    os.chdir(folder)
+    try:
+        for _ in range(1500):
+            os.mkdir("d")
+            os.chdir("d")
+    finally:
+        os.chdir(tmp_path)
+    assert all(check.name for check in agent_checks(root))  # `ribbit doctor` measures it without a crash
+    watcher = RepoWatcher(root, lambda change: None)
+    try:
+        assert "more than 200 folders deep" in watcher.start()
+        assert watcher.method == "polling"
+    finally:
+        watcher.stop()
