@@ -21,7 +21,9 @@ def test_textual_still_has_the_hooks_pacing_relies_on() -> None:
 
 
 @pytest.mark.anyio
-async def test_a_change_is_drawn_at_once_then_paced(tui_app) -> None:  # type: ignore[no-untyped-def]
+async def test_a_change_is_drawn_at_once_then_paced(tui_app, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import app.screens.pacing as pacing
+
     app = tui_app("Hello.")
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
@@ -44,19 +46,26 @@ async def test_a_change_is_drawn_at_once_then_paced(tui_app) -> None:  # type: i
         assert len(draws) == 1
         assert idle._no_default_action  # Textual's own timer was not resumed
 
-        # Just drawn: the next change waits for the rest of the period, on a single timer.
+        # Just drawn: the next change waits for the rest of the period, on a single timer. The pacing
+        # clock stands still here, so a loaded machine cannot make the period run out between the calls.
+        frozen = screen._drawn_at
+        monkeypatch.setattr(pacing.time, "monotonic", lambda: frozen)
         screen.refresh()
         await screen._on_idle(events.Idle())
         first_timer = screen._draw_timer
         await screen._on_idle(events.Idle())
+        monkeypatch.undo()
         assert len(draws) == 1 and first_timer is not None and screen._draw_timer is first_timer
         assert 0 < first_timer._interval <= PERIOD_S
 
+        # Drawn once more (by the timer, or by an idle pass once the period is over), and the timer,
+        # having fired, is gone: no second timer was stacked on it.
         deadline = time.monotonic() + 5.0
-        while len(draws) < 2 and time.monotonic() < deadline:
+        while (len(draws) < 2 or screen._draw_timer is first_timer) and time.monotonic() < deadline:
             await asyncio.sleep(0.005)
-        assert len(draws) == 2
-        assert screen._draw_timer is None
+        assert len(draws) >= 2
+        assert screen._draw_timer is not first_timer
+        drawn = len(draws)
 
         # A keystroke is echoed at once, however recent the last frame.
         screen._drawn_at = time.monotonic() + 3600  # paced, the next frame would be an hour away
@@ -65,7 +74,7 @@ async def test_a_change_is_drawn_at_once_then_paced(tui_app) -> None:  # type: i
         deadline = time.monotonic() + 5.0
         while not echoed and time.monotonic() < deadline:
             await asyncio.sleep(0)
-            echoed = app.main.prompt.text == "y" and len(draws) == 3
+            echoed = app.main.prompt.text == "y" and len(draws) > drawn
         assert echoed
         assert screen._key_at == 0.0  # the echo went out; pacing is back on
 
