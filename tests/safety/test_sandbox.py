@@ -183,8 +183,8 @@ def test_sandboxed_command_dies_with_ribbit(repo: Path) -> None:
         [sys.executable, "-c", DRIVER, str(root), str(repo), marker], stdout=subprocess.PIPE, text=True,
     )
     assert driver.stdout is not None and driver.stdout.readline().strip() == "start"
-    for _ in range(600):  # wait until the sandboxed sleep is running
-        if subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True).stdout.strip():
+    for _ in range(600):  # wait until the sandboxed sleep itself runs (bwrap's own argv names it earlier)
+        if subprocess.run(["pgrep", "-f", f"^sleep {marker}$"], capture_output=True).stdout.strip():
             break
         time.sleep(0.05)
     else:
