@@ -89,3 +89,16 @@ def assert_same_logits(a: np.ndarray, b: np.ndarray) -> None:
 @pytest.fixture
 def state_dir(tmp_path: Path) -> Path:
     return tmp_path / "states"
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen35(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random qwen35 (hybrid Gated DeltaNet) GGUF with its MTP layer, built by our own converter."""
+    from quantize.convert import convert_checkpoint
+    from tests.quantize.checkpoints import make_qwen35
+
+    folder = tmp_path_factory.mktemp("tiny-qwen35")
+    source = make_qwen35(folder / "checkpoint", mtp=True)
+    result = convert_checkpoint(source, folder / "tiny-qwen35-f16.gguf", weight_dtype="f16")
+    assert result.n_mtp_layers == 1
+    return result.path
