@@ -202,7 +202,7 @@ def make_busy(seconds: float) -> None:
 
 def verify_cost(path: Path, rounds: int, context: int = 512) -> dict:
     """Wall time of one decode of 1 + k tokens (k = 0..8) after a `context`-token prompt, relative to
-    one token, with the rollback snapshots drafting keeps; each batch is rolled back before the next.
+    one token, with the rollback snapshots drafting keeps; each batch's k drafts are rolled back.
     Also: a single-token decode with and without the snapshots (what keeping them costs)."""
     from models.drafting import MAX_DRAFT
     from models.llama_runtime import LlamaRuntime
@@ -226,11 +226,12 @@ def verify_cost(path: Path, rounds: int, context: int = 512) -> dict:
             for round_ in range(rounds + 1):  # the first round warms up and is not counted
                 for k in ks:
                     batch = [(31 * j + 7) % vocab for j in range(k + 1)]
+                    first = runtime.n_tokens
                     started = time.perf_counter()
                     runtime.eval_all(batch)
                     if round_:
                         times.setdefault((rs, k), []).append(time.perf_counter() - started)
-                    runtime.truncate(context)
+                    runtime.truncate(first + 1)  # the drafts rolled back, as when all are rejected
         finally:
             runtime.close()
     median = statistics.median
