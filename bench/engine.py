@@ -11,7 +11,8 @@ For the embedded SmolLM2 GGUF and (with --qwen35, default: the shared tiny fixtu
    opening forced by a response prefix so that every session makes an attempt;
 6. the cost of verifying 1 + k tokens in one batch vs one token, k = 1..8 (with the rollback snapshots);
 7. lookup drafting on a copy-heavy turn (writing out a file just read): decode speed-up, acceptance;
-8. the MTP head's acceptance, where the GGUF has the layer.
+8. the MTP head's acceptance, where the GGUF has the layer;
+9. prompt and decode speed by prefill batch size, KV type and flash attention (only with --only 9).
 `--qwen35 /work/models/frognano/frognano-synthetic-Q4_K_M.gguf --only 268` gives the real-size figures;
 `--after-busy 30` repeats section 2 right after 30 s of full load.
 Timings on a shared 2-core machine are noisy: A and B alternate and the figures are medians of ratios.
@@ -240,6 +241,43 @@ def verify_cost(path: Path, rounds: int, context: int = 512) -> dict:
             "snapshots_cost": one / median(times[(0, 0)]), "threads": plan.n_threads}
 
 
+SETTINGS = [  # (label, n_batch, kv type, flash attention)
+    ("batch 128, KV q8_0 + FA", 128, "q8_0", True), ("batch 256, KV q8_0 + FA", 256, "q8_0", True),
+    ("batch 512, KV q8_0 + FA", 512, "q8_0", True), ("batch 256, KV f16 + FA", 256, "f16", True),
+    ("batch 256, KV f16, no FA", 256, "f16", False),
+]
+
+
+def settings_speed(path: Path, rounds: int, prompt: int = 512, decode: int = 16) -> list[tuple[str, float, float]]:
+    """Prompt and decode tokens/s for each of SETTINGS on this GGUF (ribbit's runtime, ribbit's threads),
+    the settings taken in turn within each round; medians over rounds."""
+    from models.llama_runtime import LlamaRuntime
+    from models.memory import GGML_TYPES
+    from models.threads import ContentionMeter, ThreadPolicy
+
+    policy, meter = ThreadPolicy(), ContentionMeter()
+    meter.start()
+    time.sleep(0.5)
+    threads = policy.observe(meter.stop()).n_threads
+    found: dict[str, list[tuple[float, float]]] = {}
+    for _ in range(rounds):
+        for label, batch, kv, flash in SETTINGS:
+            runtime = LlamaRuntime(path, n_ctx=2048, n_batch=batch, n_threads=threads, flash_attn=flash, type_kv=GGML_TYPES[kv])
+            try:
+                vocab = runtime.n_vocab()
+                started = time.perf_counter()
+                runtime.eval([(13 * i + 5) % vocab for i in range(prompt)])
+                prefill = prompt / (time.perf_counter() - started)
+                started = time.perf_counter()
+                for i in range(decode):
+                    runtime.eval([(7 * i + 11) % vocab])
+                found.setdefault(label, []).append((prefill, decode / (time.perf_counter() - started)))
+            finally:
+                runtime.close()
+    median = statistics.median
+    return [(label, median(r[0] for r in found[label]), median(r[1] for r in found[label])) for label, *_ in SETTINGS]
+
+
 COPY_FILE = Path(__file__).resolve().parents[1] / "agent" / "tools" / "read.py"
 
 
@@ -406,6 +444,9 @@ def report(name: str, path: Path, args: argparse.Namespace) -> None:
             print(f"7. copy-heavy turn (write out a file just read, {args.copy_tokens} tokens, median of {args.rounds} pairs): "
                   f"--draft lookup {c['lookup']:.1f} tok/s vs none {c['none']:.1f} tok/s = {c['ratio']:.2f}x wall-clock; "
                   f"lookup acceptance {c['acceptance']:.0%} ({c['accepted']}/{c['drafted']}); same text: {c['same']}")
+        if "9" in sections:
+            print(f"9. settings (prompt {512} tokens / decode 16, median of {args.rounds} rounds): " + "; ".join(
+                f"{label}: {p:.1f} / {d:.2f} tok/s" for label, p, d in settings_speed(path, args.rounds)))
         if "8" in sections:
             mtp = mtp_acceptance(path, work, args.mtp_tokens)
             if mtp is None:

@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from models.drafting import MAX_DRAFT, VERIFY_COST, DraftBudget, LookupDrafter
+from models.drafting import MAX_DRAFT, PRIOR_COST, DraftBudget, LookupDrafter, VerifyCost
 
 ROOT = Path(__file__).resolve().parents[1]
 SESSION = ROOT / "bench" / "sessions" / "ribbit-fix.jsonl"
@@ -75,6 +75,34 @@ def render_steps(header: dict, messages: list[dict]) -> tuple[str, list[tuple[st
     return head, steps
 
 
+def offline_acceptance(stream: list[int], spans: list[tuple[int, int]], k: int,
+                       curves: list[list[float]]) -> tuple[int, int, int, list[float]]:
+    """Lookup drafts of up to k tokens at every step of the recorded assistant spans, checked against
+    the recording itself (no model needed): (drafted, accepted, decodes, cost in single-token decodes
+    under each verify-cost curve)."""
+    import numpy as np
+
+    drafter = LookupDrafter()
+    array = np.array(stream, dtype=np.intc)
+    drafted = accepted = batches = 0
+    costs = [0.0 for _ in curves]
+    for start, end in spans:
+        i = start
+        while i < end:
+            drafts = drafter.propose(array[:i], int(array[i]), min(k, end - i - 1))
+            ok = 0
+            for d, truth in zip(drafts, stream[i + 1 : end]):
+                if d != truth:
+                    break
+                ok += 1
+            drafted += len(drafts)
+            accepted += ok
+            batches += 1
+            costs = [c + curve[len(drafts)] for c, curve in zip(costs, curves)]
+            i += 1 + ok
+    return drafted, accepted, batches, costs
+
+
 def teacher_forced(runtime, tokens: list[int], drafter: LookupDrafter | None, budget: DraftBudget) -> dict:
     """Decode `tokens` as if sampled: one by one, or with lookup drafts verified against the recording."""
     started = time.perf_counter()
@@ -91,6 +119,7 @@ def teacher_forced(runtime, tokens: list[int], drafter: LookupDrafter | None, bu
             if n:
                 drafts = drafter.propose(runtime.input_ids[: runtime.n_tokens], token, n)
         first = runtime.n_tokens
+        timed = time.perf_counter()
         if drafts:
             runtime.eval_all([token, *drafts])
             # the recording is what the model "samples": drafts count while they agree with it
@@ -107,6 +136,7 @@ def teacher_forced(runtime, tokens: list[int], drafter: LookupDrafter | None, bu
         else:
             runtime.eval([token])
             ok = 0
+        budget.cost.record(1 + len(drafts), time.perf_counter() - timed)
         batches.append(len(drafts))
         if first_token_s is None:
             first_token_s = time.perf_counter() - started
@@ -190,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     runtime = LlamaRuntime(path, n_ctx=plan.n_ctx, n_batch=plan.n_batch, n_threads=plan.n_threads,
                            flash_attn=plan.flash_attn, type_kv=plan.type_kv, n_rs_seq=MAX_DRAFT)
     drafter = None if args.no_draft else LookupDrafter()
-    budget = DraftBudget(VERIFY_COST)
+    budget = DraftBudget(VerifyCost())
     prefill_s = decode_s = 0.0
     prefill_n = decode_n = 0
     ttft: list[float] = []
@@ -230,12 +260,23 @@ def main(argv: list[str] | None = None) -> int:
           f"decode {decode_n / decode_s:.2f} tok/s (with lookup drafts, teacher-forced) vs bare {bare_decode:.2f} tok/s "
           f"(one token at a time)")
     if drafter is not None:
-        n_batches = len(batches)
-        cost = sum(VERIFY_COST[k] for k in batches)
-        print(f"drafting: {accepted}/{drafted} lookup drafts match the recorded assistant text ({accepted / max(1, drafted):.0%}); "
-              f"{decode_n} tokens in {n_batches} decodes; by the verify-cost curve in models/drafting.py that is "
-              f"{decode_n / cost:.2f}x fewer single-token decode times (expected real-size decode speed-up); "
-              f"measured here: {decode_n / decode_s / bare_decode:.2f}x bare's one-token rate")
+        print(f"drafting during the run (ribbit's policy: draft only where the measured verify cost pays): "
+              f"{accepted}/{drafted} drafts kept, {len(batches)} decodes for {decode_n} tokens")
+    from bench.engine import verify_cost
+
+    curve = verify_cost(path, rounds=2)["cost"]
+    stream: list[int] = list(head_tokens)
+    spans = []
+    for assistant, follow in step_tokens:
+        spans.append((len(stream), len(stream) + len(assistant)))
+        stream += assistant + follow
+    print("verify cost of 1 + k tokens vs 1 at this size, measured now: " + "  ".join(f"k={k}: {c:.2f}" for k, c in enumerate(curve) if k))
+    tokens_total = sum(end - start for start, end in spans)
+    for k in (1, 2, 4, 8):
+        d, a, n, (here, memory_bound) = offline_acceptance(stream, spans, k, [curve, list(PRIOR_COST)])
+        print(f"teacher-forced lookup, drafts of up to {k}: {a}/{d} drafted tokens match the recording ({a / max(1, d):.0%}); "
+              f"{tokens_total} tokens in {n} decodes; expected decode speed-up {tokens_total / here:.2f}x with the verify "
+              f"cost measured here, {tokens_total / memory_bound:.2f}x where decoding is memory-bound (9 tokens ~ 1.7)")
     print(f"machine: {plan.threads.reason() if plan.threads else plan.n_threads}; CPU time of this process {cpu:.0f} s over "
           f"{model_wall:.0f} s; load average {load0[0]:.1f} at start, {os.getloadavg()[0]:.1f} at the end (shared machine)")
     return 0

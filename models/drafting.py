@@ -91,17 +91,52 @@ class LookupDrafter:
         return MAX_DRAFT if match >= 4 else 2 * match
 
 
+class VerifyCost:
+    """What verifying 1 + k tokens in one batch costs, in single-token decodes, as measured on this
+    machine and model while decoding (an exponential average of each batch size's decode time).
+
+    It is not a constant: on a memory-bound machine a batch of 9 costs little more than one token, but on
+    2 cores FrogNano-shaped Q4_K_M is compute-bound and a batch of 1 + k costs ~1 + 0.85k (bench.engine,
+    section 6). Until a batch size has been timed, PRIOR_COST (optimistic, so that drafting gets tried)
+    stands in for it.
+    """
+
+    def __init__(self, prior: tuple[float, ...] | None = None) -> None:
+        self.prior = prior or PRIOR_COST
+        self.seconds: dict[int, float] = {}
+        self.samples: dict[int, int] = {}
+
+    def record(self, n_tokens: int, seconds: float) -> None:
+        if n_tokens < 1 or seconds <= 0:
+            return
+        old = self.seconds.get(n_tokens)
+        self.seconds[n_tokens] = seconds if old is None else 0.8 * old + 0.2 * seconds
+        self.samples[n_tokens] = self.samples.get(n_tokens, 0) + 1
+
+    def __call__(self, k: int) -> float:
+        one = self.seconds.get(1)
+        batch = self.seconds.get(k + 1)
+        if k == 0:
+            return 1.0
+        if one and batch and self.samples.get(k + 1, 0) >= 2 and self.samples.get(1, 0) >= 2:
+            return max(1.0, batch / one)
+        return self.prior[min(k, len(self.prior) - 1)]
+
+    def curve(self) -> list[float]:
+        return [self(k) for k in range(MAX_DRAFT + 1)]
+
+
 class DraftBudget:
     """How many tokens a source may draft now: its measured acceptance against the verify cost.
 
     With per-token acceptance a, a draft of k tokens yields 1 + a + ... + a^k tokens per verified batch;
-    the batch costs `verify_cost(k)` single-token decodes (models.drafting.VERIFY_COST, measured at real
-    size by bench.engine). A source whose drafts do not pay for their batch is paused, and tried again
-    now and then (its acceptance may change with what the model is writing).
+    the batch costs `cost(k)` single-token decodes (VerifyCost, measured while decoding). Drafting k
+    tokens is chosen only where it yields more tokens per unit of time than decoding one at a time; a
+    source whose drafts keep failing is paused and tried again now and then.
     """
 
-    def __init__(self, verify_cost: tuple[float, ...], prior: float = 0.6, pause_after: int = 6) -> None:
-        self.verify_cost = verify_cost
+    def __init__(self, cost: VerifyCost | None = None, prior: float = 0.6, pause_after: int = 6) -> None:
+        self.cost = cost or VerifyCost()
         self.acceptance = prior
         self.pause_after = pause_after
         self.failures = 0
@@ -114,9 +149,9 @@ class DraftBudget:
                 return 0
         best_k, best_rate = 0, 1.0
         a = self.acceptance
-        for k in range(1, min(n_max, len(self.verify_cost) - 1) + 1):
+        for k in range(1, min(n_max, MAX_DRAFT) + 1):
             expected = sum(a**i for i in range(k + 1))
-            rate = expected / self.verify_cost[k]
+            rate = expected / self.cost(k)
             if rate > best_rate * 1.02:
                 best_k, best_rate = k, rate
         return best_k
@@ -130,6 +165,6 @@ class DraftBudget:
         self.failures = self.failures + 1 if accepted == 0 else 0
 
 
-# Cost of one batch of 1 + k tokens, in single-token decodes, k = 0..MAX_DRAFT. Measured with
-# `python -m bench.engine --only 6` on the FrogNano-shaped Q4_K_M (2 cores); see the README.
-VERIFY_COST: tuple[float, ...] = (1.0, 1.09, 1.17, 1.26, 1.34, 1.43, 1.52, 1.61, 1.70)
+# Before a batch size has been timed: what a memory-bound decode looks like (the embedded model on 2
+# cores: a batch of 9 costs ~1.7 tokens), so drafting is tried; VerifyCost replaces it once measured.
+PRIOR_COST: tuple[float, ...] = (1.0, 1.09, 1.17, 1.26, 1.34, 1.43, 1.52, 1.61, 1.70)

@@ -33,7 +33,7 @@ from models.chat import ChatMessage, ToolSpec
 from models.chat_template import ChatTemplate
 from models.grammar import ToolCallGrammar, tool_call_grammar
 from models.drafting import (
-    DRAFT_MODES, MAX_DRAFT, VERIFY_COST, DraftBudget, DraftMode, DraftStats, LookupDrafter,
+    DRAFT_MODES, MAX_DRAFT, DraftBudget, DraftMode, DraftStats, LookupDrafter, VerifyCost,
 )
 from models.gguf_meta import read_metadata
 from models.llama_runtime import LlamaRuntime
@@ -238,8 +238,9 @@ class LlamaCppModel:
         self.stats = EngineStats()
         self._grammars: dict[str, ToolCallGrammar | None] = {}
         self._lookup = LookupDrafter()
-        self._lookup_budget = DraftBudget(VERIFY_COST)
-        self._mtp_budget = DraftBudget(VERIFY_COST)
+        self.verify_cost = VerifyCost()  # timed on this machine while decoding
+        self._lookup_budget = DraftBudget(self.verify_cost)
+        self._mtp_budget = DraftBudget(self.verify_cost)
         self._observe_contention(meter.stop())
 
     def _drafting_setup(self, mode: DraftMode, wants_mtp: bool) -> Drafting:
@@ -353,8 +354,6 @@ class LlamaCppModel:
 
     def last_logits(self) -> Any:
         """The logits after the last evaluated token, as a numpy array (tests, diagnostics)."""
-        import numpy as np
-
         return self.llm.logits(-1).copy()
 
     def stream_tokens(self) -> list[int]:
@@ -549,10 +548,12 @@ class LlamaCppModel:
             room = min(request.max_tokens - produced, limit - self.llm.n_tokens - 1)
             drafts, source = self._propose(token, room)
             first = self.llm.n_tokens
+            timed = time.perf_counter()
             if drafts:
                 self._eval_batch([token, *drafts])
             else:
                 self._eval([token])
+            self.verify_cost.record(1 + len(drafts), time.perf_counter() - timed)
             index = -1
             for position, emitted in enumerate([token, *drafts]):
                 if position > 0:

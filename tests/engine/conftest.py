@@ -17,7 +17,8 @@ SYSTEM = ChatMessage(role="system", content="You are a terse assistant. Answer i
 
 
 def make_model(state_dir: Path, **options: object) -> LlamaCppModel:
-    settings: dict[str, object] = dict(n_ctx=1024, temperature=0.0, prefill_chunk=16, state_dir=state_dir)
+    # Threads pinned: llama.cpp's rounding (and so a greedy near-tie) depends on the thread count.
+    settings: dict[str, object] = dict(n_ctx=1024, temperature=0.0, prefill_chunk=16, state_dir=state_dir, n_threads=2)
     settings.update(options)
     return LlamaCppModel(embedded_model_path(), **settings)  # type: ignore[arg-type]
 

@@ -15,9 +15,8 @@ import numpy as np
 import pytest
 
 import models.llama_backend as backend
-from models.base import GenerationRequest, TextChunk, TurnEnd
 from models.chat import ChatMessage
-from models.drafting import DraftBudget, LookupDrafter
+from models.drafting import DraftBudget, LookupDrafter, VerifyCost
 from models.llama_backend import LlamaCppModel
 from tests.engine.conftest import SYSTEM, make_model, run_turn
 
@@ -48,20 +47,36 @@ def test_lookup_proposes_what_followed_the_longest_match():
 
 
 def test_budget_stops_drafting_a_source_that_does_not_pay():
-    budget = DraftBudget((1.0, 1.1, 1.2, 1.3, 1.4), prior=0.9)
+    cheap = VerifyCost(prior=(1.0, 1.1, 1.2, 1.3, 1.4))
+    budget = DraftBudget(cheap, prior=0.9)
     assert budget.length(4) == 4
     for _ in range(10):
         budget.record(4, 0)
     assert budget.length(4) == 0
-    good = DraftBudget((1.0, 1.1, 1.2, 1.3, 1.4), prior=0.1)
+    good = DraftBudget(cheap, prior=0.1)
     for _ in range(10):
         good.record(4, 4)
     assert good.length(4) == 4
 
 
+def test_measured_verify_cost_turns_drafting_off_where_batches_cost_as_much_as_their_tokens():
+    cost = VerifyCost()
+    budget = DraftBudget(cost, prior=0.95)
+    assert budget.length(8) >= 4  # the optimistic prior: try drafting
+    for _ in range(3):  # compute-bound: a batch of n costs n single decodes (real size, 2 cores)
+        for n in range(1, 10):
+            cost.record(n, 0.3 * n)
+    assert cost(8) == pytest.approx(9.0, rel=0.01)
+    assert budget.length(8) == 0
+    for _ in range(10):  # memory-bound: a batch of 9 costs 1.5 decodes
+        for n in range(1, 10):
+            cost.record(n, 0.1 * (1 + n / 16))
+    assert budget.length(8) >= 4
+
+
 def greedy(path: Path, draft: str, messages: list[ChatMessage], tmp: Path, tokens: int, **options: object) -> tuple[LlamaCppModel, str, list[int]]:
     model = LlamaCppModel(path, n_ctx=2048, temperature=0.0, draft=draft, state_dir=tmp / draft, persist_states=False,
-                          **options)  # type: ignore[arg-type]
+                          n_threads=2, **options)  # type: ignore[arg-type]
     text, end, _ = run_turn(model, messages, max_tokens=tokens)
     assert end.usage.completion_tokens > 0
     return model, text, model.stream_tokens()
@@ -106,7 +121,7 @@ def test_greedy_output_is_identical_on_a_hybrid_model_with_rollback(draft, tiny_
             assert stats.rolled_back > 0  # the recurrent state was rolled back, and the output did not change
         # a second turn on the same stream: still identical (rollback left the state exact)
         follow = [*messages, ChatMessage(role="assistant", content=text), ChatMessage(role="user", content="again")]
-        plain = LlamaCppModel(tiny_qwen35, n_ctx=2048, temperature=0.0, draft="none", persist_states=False)
+        plain = LlamaCppModel(tiny_qwen35, n_ctx=2048, temperature=0.0, draft="none", persist_states=False, n_threads=2)
         try:
             run_turn(plain, messages, max_tokens=120)
             again_none, _, _ = run_turn(plain, follow, max_tokens=40)
@@ -163,7 +178,7 @@ def test_sampling_with_drafts_keeps_the_output_distribution(tiny_qwen35, tmp_pat
 
     def sample(draft_with: list[int] | None, seeds: range) -> tuple[Counter, Counter, int, int]:
         model = LlamaCppModel(tiny_qwen35, n_ctx=512, temperature=0.15, top_k=40, top_p=1.0, draft="lookup",
-                              persist_states=False)
+                              persist_states=False, n_threads=2)
         if draft_with is not None:
             model._propose = lambda token, room: (draft_with[: min(room, 2)], "lookup")  # type: ignore[method-assign]
         else:

@@ -99,7 +99,7 @@ def test_the_load_average_does_not_take_threads_away(monkeypatch, tmp_path):
 
 def test_backend_reports_the_choice_and_why(tmp_path, monkeypatch):
     monkeypatch.setenv("RIBBIT_THREADS", "1")
-    model = make_model(tmp_path / "states", persist_states=False)
+    model = make_model(tmp_path / "states", persist_states=False, n_threads=None)
     try:
         assert model.plan.n_threads == 1 and model.llm.params.n_threads == 1
         assert model.info.threads == "1t fixed" and "RIBBIT_THREADS" in (model.info.threads_reason or "")
