@@ -43,6 +43,8 @@ class ModelInfo(BaseModel):
     threads: str | None = None
     threads_reason: str | None = None
     drafting: str | None = None
+    # Prompt tokens/s this backend measured on this machine (None until a long enough prompt was read).
+    prompt_tokens_per_s: float | None = None
 
 
 class Usage(BaseModel):

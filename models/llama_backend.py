@@ -257,7 +257,7 @@ class LlamaCppModel:
             try:
                 self.llm.open_mtp(self.plan.n_threads, self.plan.type_kv, self.plan.flash_attn)
                 setup.mtp = True
-            except (ValueError, RuntimeError) as exc:
+            except (ValueError, RuntimeError, AttributeError) as exc:  # AttributeError: a build without the MTP calls
                 setup.reason = f"MTP head unusable: {exc}"
         elif mode == "mtp":
             setup.reason = "the model has no MTP layer"
@@ -316,7 +316,16 @@ class LlamaCppModel:
         self._pending = []
         self._consumed = done_messages
         usage.prefill_s = time.perf_counter() - started
+        self._note_prompt_speed(usage.evaluated_tokens, usage.prefill_s)
         yield from self._decode(request, tools, usage)
+
+    def _note_prompt_speed(self, tokens: int, seconds: float) -> None:
+        """Measured prompt processing speed (ModelInfo.prompt_tokens_per_s), e.g. for sizing tool results."""
+        if tokens < 32 or seconds <= 0:
+            return
+        rate = tokens / seconds
+        old = self.info.prompt_tokens_per_s
+        self.info.prompt_tokens_per_s = rate if old is None else 0.7 * old + 0.3 * rate
 
     def context_used(self) -> int:
         return self.llm.n_tokens + len(self._pending)

@@ -129,3 +129,17 @@ def test_doctor_says_why(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "3 threads (RIBBIT_THREADS)" in out
     assert "drafting" in out and "prompt lookup" in out
+
+
+def test_prompt_speed_is_measured_for_budgets(tmp_path):
+    from models.chat import ChatMessage
+    from tests.engine.conftest import run_turn
+
+    model = make_model(tmp_path / "states", persist_states=False)
+    try:
+        assert model.info.prompt_tokens_per_s is None
+        long_system = ChatMessage(role="system", content="You are terse. " * 20)
+        run_turn(model, [long_system, ChatMessage(role="user", content="Hi.")], max_tokens=2)
+        assert model.info.prompt_tokens_per_s is not None and model.info.prompt_tokens_per_s > 1
+    finally:
+        model.close()
