@@ -125,7 +125,13 @@ def decode_speed(path: Path, work: Path, tokens: int, rounds: int) -> dict:
     The figure is the median of the per-pair ratios."""
     import llama_cpp
 
-    model = load(path, work / "decode-states", persist_states=False, temperature=0.0, draft="none")
+    # ribbit chooses its threads as it would for a user (cores, measured contention); both loops then run
+    # with that count, fixed, so the comparison is the loop around llama_decode and nothing else.
+    probe = load(path, work / "decode-probe", persist_states=False, n_ctx=512)
+    threads = probe.info.threads_reason
+    chosen = probe.plan.n_threads
+    probe.close()
+    model = load(path, work / "decode-states", persist_states=False, temperature=0.0, draft="none", n_threads=chosen)
     plan = model.plan
     messages = [ChatMessage(role="system", content="You are a storyteller."),
                 ChatMessage(role="user", content="Tell a very long story about a frog who learns to code.")]
@@ -174,7 +180,6 @@ def decode_speed(path: Path, work: Path, tokens: int, rounds: int) -> dict:
             for runner in order:
                 (ribbit_rates if runner is run_ribbit else bare_rates).append(runner())
     finally:
-        threads = model.info.threads_reason
         model.close()
         bare.close()
     median = statistics.median
@@ -430,8 +435,8 @@ def report(name: str, path: Path, args: argparse.Namespace) -> None:
                     make_busy(busy)
                     print(f"   (all cores kept busy for {busy:.0f} s just before; load average now {load_average()})")
                 d = decode_speed(path, work, args.decode_tokens, args.rounds)
-                print(f"2. decode{' right after busy' if busy else ''} (median of {args.rounds} pairs, ribbit --draft none, "
-                      f"{d['threads']}): ribbit {d['ribbit']:.1f} tok/s vs bare llama-cpp-python "
+                print(f"2. decode{' right after busy' if busy else ''} (median of {args.rounds} pairs, ribbit --draft none; "
+                      f"ribbit's thread choice: {d['threads']}; both loops then run with it): ribbit {d['ribbit']:.1f} tok/s vs bare llama-cpp-python "
                       f"{d['bare']:.1f} tok/s, ratio {d['ratio']:.3f} wall-clock; per CPU-second {d['ribbit_cpu']:.1f} vs "
                       f"{d['bare_cpu']:.1f}, ratio {d['cpu_ratio']:.3f}")
         if "3" in sections:

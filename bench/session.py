@@ -201,14 +201,15 @@ def main(argv: list[str] | None = None) -> int:
 
     path = ensure_model(args.gguf)
     header, messages = load_session(args.session)
-    head, steps = render_steps(header, messages)
-    steps = steps[: args.steps] if args.steps else steps
+    head, all_steps = render_steps(header, messages)
+    steps = all_steps[: args.steps] if args.steps else all_steps
     policy, meter = ThreadPolicy(), ContentionMeter()
     meter.start()
     probe = LlamaRuntime(path, n_ctx=512, n_batch=64, n_threads=1)  # only to tokenise
     try:
         head_tokens = probe.tokenize(head.encode(), False, True)
-        step_tokens = [(probe.tokenize(a.encode(), False, True), probe.tokenize(f.encode(), False, True)) for a, f in steps]
+        all_tokens = [(probe.tokenize(a.encode(), False, True), probe.tokenize(f.encode(), False, True)) for a, f in all_steps]
+        step_tokens = all_tokens[: len(steps)]
     finally:
         probe.close()
     total = len(head_tokens) + sum(len(a) + len(f) for a, f in step_tokens)
@@ -267,14 +268,14 @@ def main(argv: list[str] | None = None) -> int:
     curve = verify_cost(path, rounds=2)["cost"]
     stream: list[int] = list(head_tokens)
     spans = []
-    for assistant, follow in step_tokens:
+    for assistant, follow in all_tokens:  # the whole recording, whatever --steps ran through the model
         spans.append((len(stream), len(stream) + len(assistant)))
         stream += assistant + follow
     print("verify cost of 1 + k tokens vs 1 at this size, measured now: " + "  ".join(f"k={k}: {c:.2f}" for k, c in enumerate(curve) if k))
     tokens_total = sum(end - start for start, end in spans)
     for k in (1, 2, 4, 8):
         d, a, n, (here, memory_bound) = offline_acceptance(stream, spans, k, [curve, list(PRIOR_COST)])
-        print(f"teacher-forced lookup, drafts of up to {k}: {a}/{d} drafted tokens match the recording ({a / max(1, d):.0%}); "
+        print(f"teacher-forced lookup over all {len(spans)} recorded turns, drafts of up to {k}: {a}/{d} drafted tokens match the recording ({a / max(1, d):.0%}); "
               f"{tokens_total} tokens in {n} decodes; expected decode speed-up {tokens_total / here:.2f}x with the verify "
               f"cost measured here, {tokens_total / memory_bound:.2f}x where decoding is memory-bound (9 tokens ~ 1.7)")
     print(f"machine: {plan.threads.reason() if plan.threads else plan.n_threads}; CPU time of this process {cpu:.0f} s over "
