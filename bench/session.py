@@ -265,13 +265,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{accepted}/{drafted} drafts kept, {len(batches)} decodes for {decode_n} tokens")
     from bench.engine import verify_cost
 
-    curve = verify_cost(path, rounds=2)["cost"]
+    curve = verify_cost(path, rounds=2, context=128)["cpu_cost"]
     stream: list[int] = list(head_tokens)
     spans = []
     for assistant, follow in all_tokens:  # the whole recording, whatever --steps ran through the model
         spans.append((len(stream), len(stream) + len(assistant)))
         stream += assistant + follow
-    print("verify cost of 1 + k tokens vs 1 at this size, measured now: " + "  ".join(f"k={k}: {c:.2f}" for k, c in enumerate(curve) if k))
+    print("verify cost of 1 + k tokens vs 1 at this size, CPU time, measured now: " + "  ".join(f"k={k}: {c:.2f}" for k, c in enumerate(curve) if k))
     tokens_total = sum(end - start for start, end in spans)
     for k in (1, 2, 4, 8):
         d, a, n, (here, memory_bound) = offline_acceptance(stream, spans, k, [curve, list(PRIOR_COST)])
