@@ -315,6 +315,7 @@ class RibbitApp(App[int]):
         info, status = session.model.info, self.main.status
         status.model_name = info.name
         status.quantization = info.quantization
+        status.threads = info.threads
         status.context_limit = min(session.limits.context, info.context_length or session.limits.context)
         status.context_used = session.model.context_used()
 
@@ -439,6 +440,8 @@ class RibbitApp(App[int]):
             if item.decode_s > 0 and item.completion_tokens:
                 status.tokens_per_s = item.completion_tokens / item.decode_s
             status.context_used = item.prompt_tokens + item.completion_tokens
+            if self.workspace is not None and self.workspace.session is not None:
+                status.threads = self.workspace.session.model.info.threads  # revised from measured contention
         elif isinstance(item, ContextSample):
             status.context_used = item.used
         elif isinstance(item, ToolCallEvent):

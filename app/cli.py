@@ -9,6 +9,7 @@ import warnings
 from collections.abc import Sequence
 
 from agent.approvals import MODES
+from models.drafting import DRAFT_MODES
 
 SUBCOMMANDS = ("run", "quantize", "eval", "doctor", "undo")
 
@@ -34,10 +35,31 @@ def positive(text: str) -> int:
     return value
 
 
+def temperature(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 <= value <= 5.0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be between 0 and 5")
+    return value
+
+
 def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repo", default=".", help="repository to work in (default: current folder)")
     parser.add_argument("--model", default=None, help="model SPEC: default, /path/model.gguf, openai:URL[#MODEL], replay:FILE")
     parser.add_argument("--mode", default="ask", choices=MODES, help="approval mode (default: ask)")
+    parser.add_argument("--threads", type=positive, default=None,
+                        help="llama.cpp threads (default: physical cores less measured contention; also RIBBIT_THREADS)")
+    parser.add_argument("--draft", default="auto", choices=DRAFT_MODES,
+                        help="speculative decoding drafts: prompt lookup, the model's MTP head, both (auto), or none")
+    parser.add_argument("--temperature", type=temperature, default=None, help="sampling temperature (0: greedy)")
+
+
+def apply_engine_options(args: argparse.Namespace) -> None:
+    from models.spec import EngineOptions, set_engine_options
+
+    set_engine_options(EngineOptions(threads=args.threads, draft=args.draft, temperature=args.temperature))
 
 
 def tui_parser() -> Parser:
@@ -90,7 +112,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if command == "run":
             from app.run import run_command
 
-            return run_command(run_parser().parse_args(args[1:]))
+            parsed = run_parser().parse_args(args[1:])
+            apply_engine_options(parsed)
+            return run_command(parsed)
         if command == "quantize":
             from quantize.cli import quantize_main
 
@@ -109,7 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return undo_main(args[1:])
         from app.tui_main import tui_main
 
-        return tui_main(tui_parser().parse_args(args))
+        parsed = tui_parser().parse_args(args)
+        apply_engine_options(parsed)
+        return tui_main(parsed)
     except UsageError as exc:
         print(exc, file=sys.stderr)
         return 2

@@ -8,8 +8,14 @@ For the embedded SmolLM2 GGUF and (with --qwen35, default: the shared tiny fixtu
 3. time to first token after a tool result (cached stream) vs the same prompt with no cache;
 4. second-launch time to first token (system prompt loaded from disk) vs first launch;
 5. malformed tool calls with the grammar on vs off, over the same sampled sessions (seeds), the call
-   opening forced by a response prefix so that every session makes an attempt.
-Timings on a shared 2-core machine are noisy: decode speeds are the best of several alternating runs.
+   opening forced by a response prefix so that every session makes an attempt;
+6. the cost of verifying 1 + k tokens in one batch vs one token, k = 1..8 (with the rollback snapshots);
+7. lookup drafting on a copy-heavy turn (writing out a file just read): decode speed-up, acceptance;
+8. the MTP head's acceptance, where the GGUF has the layer;
+9. prompt and decode speed by prefill batch size, KV type and flash attention (only with --only 9).
+`--qwen35 /work/models/frognano/frognano-synthetic-Q4_K_M.gguf --only 268` gives the real-size figures;
+`--after-busy 30` repeats section 2 right after 30 s of full load.
+Timings on a shared 2-core machine are noisy: A and B alternate and the figures are medians of ratios.
 """
 
 from __future__ import annotations
@@ -53,6 +59,12 @@ def turn(model: LlamaCppModel, messages: list[ChatMessage], max_tokens: int, too
             end = chunk
     assert end is not None
     return text, end, (first or time.perf_counter()) - started
+
+
+def load_average() -> str:
+    import os
+
+    return "{:.1f} / {:.1f} / {:.1f}".format(*os.getloadavg())
 
 
 def load(path: Path, state_dir: Path, **options) -> LlamaCppModel:
@@ -105,18 +117,28 @@ def session(path: Path, steps: int, work: Path) -> dict:
 
 
 def decode_speed(path: Path, work: Path, tokens: int, rounds: int) -> dict:
-    """Decode tokens/s, ribbit vs a bare llama-cpp-python loop, in pairs, alternating which goes first.
+    """Decode tokens/s, ribbit (--draft none) vs a bare llama-cpp-python `Llama` loop on the same GGUF with
+    the same threads and settings, in pairs, alternating which goes first.
 
     Timed from the first sampled token to the end of the turn, in wall-clock seconds and in CPU
-    seconds of this process (with the planner's threads; CPU time is what other programs on a shared
-    machine inflate least). The figure is the median of the per-pair ratios."""
-    model = load(path, work / "decode-states", persist_states=False, temperature=0.0)
+    seconds of this process (CPU time is what other programs on a shared machine inflate least).
+    The figure is the median of the per-pair ratios."""
+    import llama_cpp
+
+    # ribbit chooses its threads as it would for a user (cores, measured contention); both loops then run
+    # with that count, fixed, so the comparison is the loop around llama_decode and nothing else.
+    probe = load(path, work / "decode-probe", persist_states=False, n_ctx=512)
+    threads = probe.info.threads_reason
+    chosen = probe.plan.n_threads
+    probe.close()
+    model = load(path, work / "decode-states", persist_states=False, temperature=0.0, draft="none", n_threads=chosen)
     plan = model.plan
     messages = [ChatMessage(role="system", content="You are a storyteller."),
                 ChatMessage(role="user", content="Tell a very long story about a frog who learns to code.")]
-    # The bare loop drives the very same llama.cpp context through llama-cpp-python's public calls, so
-    # both loops share weights, buffers and settings; only the loop around llama_decode differs.
-    bare = model.llm
+    bare = llama_cpp.Llama(
+        model_path=str(path), n_ctx=plan.n_ctx, n_batch=plan.n_batch, n_ubatch=plan.n_batch, n_threads=plan.n_threads,
+        n_threads_batch=plan.n_threads, flash_attn=plan.flash_attn, type_k=plan.type_kv, type_v=plan.type_kv, verbose=False,
+    )
     prompt = model._tokenize(model.template.render_conversation(messages, SPECS))
 
     def run_ribbit() -> tuple[float, float]:
@@ -124,10 +146,8 @@ def decode_speed(path: Path, work: Path, tokens: int, rounds: int) -> dict:
         model.snapshots.clear()
         marks = []
         request = GenerationRequest(messages=messages, tools=SPECS, max_tokens=tokens)
-        count = 0
         for chunk in model.generate(request):
             if isinstance(chunk, TextChunk):
-                count += 1
                 if not marks:
                     marks.append((time.perf_counter(), time.process_time()))
             elif isinstance(chunk, TurnEnd):
@@ -161,13 +181,179 @@ def decode_speed(path: Path, work: Path, tokens: int, rounds: int) -> dict:
                 (ribbit_rates if runner is run_ribbit else bare_rates).append(runner())
     finally:
         model.close()
+        bare.close()
     median = statistics.median
     return {
         "ribbit": median(r[0] for r in ribbit_rates), "bare": median(r[0] for r in bare_rates),
         "ratio": median(a[0] / b[0] for a, b in zip(ribbit_rates, bare_rates)),
         "ribbit_cpu": median(r[1] for r in ribbit_rates), "bare_cpu": median(r[1] for r in bare_rates),
-        "cpu_ratio": median(a[1] / b[1] for a, b in zip(ribbit_rates, bare_rates)),
+        "cpu_ratio": median(a[1] / b[1] for a, b in zip(ribbit_rates, bare_rates)), "threads": threads,
     }
+
+
+def make_busy(seconds: float) -> None:
+    """Keep every core busy for `seconds` (the load average stays high for a minute after)."""
+    import os
+    import subprocess
+    import sys
+
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    try:
+        time.sleep(seconds)
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+
+
+def verify_cost(path: Path, rounds: int, context: int = 512) -> dict:
+    """Wall time of one decode of 1 + k tokens (k = 0..8) after a `context`-token prompt, relative to
+    one token, with the rollback snapshots drafting keeps; each batch's k drafts are rolled back.
+    Also: a single-token decode with and without the snapshots (what keeping them costs)."""
+    from models.drafting import MAX_DRAFT
+    from models.llama_runtime import LlamaRuntime
+    from models.memory import plan_memory
+
+    from models.threads import ContentionMeter, ThreadPolicy
+
+    policy, meter = ThreadPolicy(), ContentionMeter()
+    meter.start()
+    time.sleep(0.5)
+    plan = plan_memory(path, 4096, threads=policy.observe(meter.stop()))  # the threads ribbit would run
+    times: dict[tuple[int, int], list[float]] = {}
+    cpu_times: dict[tuple[int, int], list[float]] = {}
+    for rs in (MAX_DRAFT, 0):
+        runtime = LlamaRuntime(path, n_ctx=4096, n_batch=plan.n_batch, n_threads=plan.n_threads,
+                               flash_attn=plan.flash_attn, type_kv=plan.type_kv, n_rs_seq=rs)
+        try:
+            vocab = runtime.n_vocab()
+            prompt = [(17 * i + 3) % vocab for i in range(context)]
+            runtime.eval(prompt)
+            ks = range(MAX_DRAFT + 1) if rs else (0,)
+            for round_ in range(rounds + 1):  # the first round warms up and is not counted
+                for k in ks:
+                    batch = [(31 * j + 7) % vocab for j in range(k + 1)]
+                    first = runtime.n_tokens
+                    started, cpu = time.perf_counter(), time.process_time()
+                    runtime.eval_all(batch)
+                    if round_:
+                        times.setdefault((rs, k), []).append(time.perf_counter() - started)
+                        cpu_times.setdefault((rs, k), []).append(time.process_time() - cpu)
+                    runtime.truncate(first + 1)  # the drafts rolled back, as when all are rejected
+        finally:
+            runtime.close()
+    median = statistics.median
+    one, one_cpu = median(times[(MAX_DRAFT, 0)]), median(cpu_times[(MAX_DRAFT, 0)])
+    return {"one_s": one, "cost": [median(times[(MAX_DRAFT, k)]) / one for k in range(MAX_DRAFT + 1)],
+            "cpu_cost": [median(cpu_times[(MAX_DRAFT, k)]) / one_cpu for k in range(MAX_DRAFT + 1)],
+            "snapshots_cost": one_cpu / median(cpu_times[(0, 0)]), "threads": plan.n_threads}
+
+
+SETTINGS = [  # (label, n_batch, kv type, flash attention)
+    ("batch 128, KV q8_0 + FA", 128, "q8_0", True), ("batch 256, KV q8_0 + FA", 256, "q8_0", True),
+    ("batch 512, KV q8_0 + FA", 512, "q8_0", True), ("batch 256, KV f16 + FA", 256, "f16", True),
+    ("batch 256, KV f16, no FA", 256, "f16", False),
+]
+
+
+def settings_speed(path: Path, rounds: int, prompt: int = 512, decode: int = 16) -> list[tuple[str, float, float]]:
+    """Prompt and decode tokens/s for each of SETTINGS on this GGUF (ribbit's runtime, ribbit's threads),
+    the settings taken in turn within each round; medians over rounds."""
+    from models.llama_runtime import LlamaRuntime
+    from models.memory import GGML_TYPES
+    from models.threads import ContentionMeter, ThreadPolicy
+
+    policy, meter = ThreadPolicy(), ContentionMeter()
+    meter.start()
+    time.sleep(0.5)
+    threads = policy.observe(meter.stop()).n_threads
+    found: dict[str, list[tuple[float, float]]] = {}
+    for _ in range(rounds):
+        for label, batch, kv, flash in SETTINGS:
+            runtime = LlamaRuntime(path, n_ctx=2048, n_batch=batch, n_threads=threads, flash_attn=flash, type_kv=GGML_TYPES[kv])
+            try:
+                vocab = runtime.n_vocab()
+                started = time.perf_counter()
+                runtime.eval([(13 * i + 5) % vocab for i in range(prompt)])
+                prefill = prompt / (time.perf_counter() - started)
+                started = time.perf_counter()
+                for i in range(decode):
+                    runtime.eval([(7 * i + 11) % vocab])
+                found.setdefault(label, []).append((prefill, decode / (time.perf_counter() - started)))
+            finally:
+                runtime.close()
+    median = statistics.median
+    return [(label, median(r[0] for r in found[label]), median(r[1] for r in found[label])) for label, *_ in SETTINGS]
+
+
+COPY_FILE = Path(__file__).resolve().parents[1] / "agent" / "tools" / "read.py"
+
+
+def copy_speedup(path: Path, work: Path, rounds: int, tokens: int) -> dict:
+    """A copy-heavy turn — writing out a file that is in the context, the first lines already written —
+    decoded with --draft none and --draft lookup, alternating; wall-clock decode tokens/s, median of the
+    per-pair ratios."""
+    code = COPY_FILE.read_text()[:2500]
+    messages = [ChatMessage(role="system", content="You are a coding agent."),
+                ChatMessage(role="user", content=f"Here is read.py:\n```python\n{code}\n```\nWrite read.py out again, unchanged.")]
+    prefix = "```python\n" + "\n".join(code.splitlines()[:10]) + "\n"
+    rates: dict[str, list[float]] = {"none": [], "lookup": []}
+    texts: dict[str, str] = {}
+    stats = None
+    for index in range(rounds):
+        for draft in (("none", "lookup") if index % 2 == 0 else ("lookup", "none")):
+            model = load(path, work / f"copy-{draft}", persist_states=False, temperature=0.0, draft=draft)
+            model.response_prefix = prefix
+            try:
+                text, end, _ = turn(model, messages, max_tokens=tokens, tools=[])
+                rates[draft].append(end.usage.completion_tokens / end.usage.decode_s)
+                texts[draft] = text
+                if draft == "lookup":
+                    stats = model.stats.lookup
+            finally:
+                model.close()
+    median = statistics.median
+    return {"none": median(rates["none"]), "lookup": median(rates["lookup"]),
+            "ratio": median(b / a for a, b in zip(rates["none"], rates["lookup"])),
+            "acceptance": stats.acceptance if stats else 0.0, "accepted": stats.accepted if stats else 0,
+            "drafted": stats.drafted if stats else 0, "same": texts["none"] == texts["lookup"]}
+
+
+class FixedDraft:
+    """A draft budget that always drafts n tokens (measuring acceptance, not speed)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def length(self, n_max: int) -> int:
+        return min(self.n, n_max)
+
+    def record(self, drafted: int, accepted: int) -> None:
+        pass
+
+
+def mtp_acceptance(path: Path, work: Path, tokens: int) -> dict | None:
+    """Greedy acceptance of the GGUF's own MTP head (every step drafts, whatever its confidence)."""
+    import models.llama_backend as backend
+
+    saved = backend.MTP_P_MIN, backend.MTP_TRIAL
+    backend.MTP_P_MIN, backend.MTP_TRIAL = 0.0, 10**9
+    try:
+        model = load(path, work / "mtp", persist_states=False, temperature=0.0, draft="mtp")
+        try:
+            if model.llm.mtp is None:
+                return None
+            model._mtp_budget = FixedDraft(3)  # draft at every step, whatever the acceptance
+            messages = [ChatMessage(role="system", content="You are a coding agent."),
+                        ChatMessage(role="user", content="Explain what a binary search does, step by step.")]
+            _, end, _ = turn(model, messages, max_tokens=tokens, tools=[])
+            stats = model.stats.mtp
+            return {"acceptance": stats.acceptance, "drafted": stats.drafted, "accepted": stats.accepted,
+                    "tok_s": end.usage.completion_tokens / end.usage.decode_s}
+        finally:
+            model.close()
+    finally:
+        backend.MTP_P_MIN, backend.MTP_TRIAL = saved
 
 
 def second_launch(path: Path, work: Path) -> dict:
@@ -232,7 +418,7 @@ def well_formed(parsed) -> bool:
 
 def report(name: str, path: Path, args: argparse.Namespace) -> None:
     print(f"\n== {name}: {path.name}")
-    sections = set(args.only or "12345")
+    sections = set(args.only or "12345678")
     with tempfile.TemporaryDirectory(prefix="ribbit-bench-engine-") as tmp:
         work = Path(tmp)
         probe = load(path, work / "probe", persist_states=False)
@@ -244,10 +430,15 @@ def report(name: str, path: Path, args: argparse.Namespace) -> None:
             print(f"1. {args.steps}-step session: {s['evaluated']} tokens evaluated / {s['stream']} tokens appended "
                   f"= {s['ratio']:.3f}   (naive re-render each step: {s['naive']} evaluated, ratio {s['naive_ratio']:.1f})")
         if "2" in sections:
-            d = decode_speed(path, work, args.decode_tokens, args.rounds)
-            print(f"2. decode (median of {args.rounds} pairs): ribbit {d['ribbit']:.1f} tok/s vs bare llama-cpp-python "
-                  f"{d['bare']:.1f} tok/s, ratio {d['ratio']:.3f} wall-clock; per CPU-second {d['ribbit_cpu']:.1f} vs "
-                  f"{d['bare_cpu']:.1f}, ratio {d['cpu_ratio']:.3f}")
+            for busy in ([0.0, args.after_busy] if args.after_busy else [0.0]):
+                if busy:
+                    make_busy(busy)
+                    print(f"   (all cores kept busy for {busy:.0f} s just before; load average now {load_average()})")
+                d = decode_speed(path, work, args.decode_tokens, args.rounds)
+                print(f"2. decode{' right after busy' if busy else ''} (median of {args.rounds} pairs, ribbit --draft none; "
+                      f"ribbit's thread choice: {d['threads']}; both loops then run with it): ribbit {d['ribbit']:.1f} tok/s vs bare llama-cpp-python "
+                      f"{d['bare']:.1f} tok/s, ratio {d['ratio']:.3f} wall-clock; per CPU-second {d['ribbit_cpu']:.1f} vs "
+                      f"{d['bare_cpu']:.1f}, ratio {d['cpu_ratio']:.3f}")
         if "3" in sections:
             print(f"3. time to first token after a tool result: {s['ttft_cached']:.2f} s cached vs "
                   f"{s['ttft_cold']:.2f} s with no cache ({s['cold_prompt']}-token prompt)")
@@ -265,6 +456,28 @@ def report(name: str, path: Path, args: argparse.Namespace) -> None:
                   f"(cut: {on_cut}, grammar engaged {on_triggers}x)")
             print(f"   first session, grammar off: {m['sample_off'][:160]!r}")
             print(f"   first session, grammar on:  {m['sample_on'][:160]!r}")
+        if "6" in sections:
+            v = verify_cost(path, args.rounds)
+            curve = "  ".join(f"k={k}: {c:.2f}" for k, c in enumerate(v["cost"]) if k)
+            cpu_curve = "  ".join(f"k={k}: {c:.2f}" for k, c in enumerate(v["cpu_cost"]) if k)
+            print(f"6. verifying 1 + k tokens in one batch vs 1 token ({v['one_s'] * 1000:.0f} ms, {v['threads']} threads, "
+                  f"median of {args.rounds}): wall {curve}; CPU time {cpu_curve}; keeping 8 rollback snapshots costs "
+                  f"{v['snapshots_cost']:.2f}x CPU per token")
+        if "7" in sections:
+            c = copy_speedup(path, work, args.rounds, args.copy_tokens)
+            print(f"7. copy-heavy turn (write out a file just read, {args.copy_tokens} tokens, median of {args.rounds} pairs): "
+                  f"--draft lookup {c['lookup']:.1f} tok/s vs none {c['none']:.1f} tok/s = {c['ratio']:.2f}x wall-clock; "
+                  f"lookup acceptance {c['acceptance']:.0%} ({c['accepted']}/{c['drafted']}); same text: {c['same']}")
+        if "9" in sections:
+            print(f"9. settings (prompt {512} tokens / decode 16, median of {args.rounds} rounds): " + "; ".join(
+                f"{label}: {p:.1f} / {d:.2f} tok/s" for label, p, d in settings_speed(path, args.rounds)))
+        if "8" in sections:
+            mtp = mtp_acceptance(path, work, args.mtp_tokens)
+            if mtp is None:
+                print("8. MTP: this GGUF has no MTP layer")
+            else:
+                print(f"8. MTP head, greedy, 3 drafts at every step: acceptance {mtp['acceptance']:.0%} "
+                      f"({mtp['accepted']}/{mtp['drafted']}), {mtp['tok_s']:.1f} tok/s")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -277,9 +490,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--sessions", type=int, default=6)
     parser.add_argument("--call-tokens", type=int, default=128)
+    parser.add_argument("--copy-tokens", type=int, default=300)
+    parser.add_argument("--mtp-tokens", type=int, default=64)
+    parser.add_argument("--after-busy", type=float, default=0.0, help="also measure decode right after SECONDS of full load")
     parser.add_argument("--only", default=None, help="sections to run, e.g. 15 (default: all)")
     args = parser.parse_args(argv)
-    print("ribbit engine benchmark")
+    print(f"ribbit engine benchmark (load average {load_average()} on a shared machine; CPU-time ratios are the steadier figures)")
     report("embedded", args.model or embedded_model_path(), args)
     if args.qwen35:
         report("qwen35", args.qwen35, args)

@@ -39,6 +39,12 @@ class ModelInfo(BaseModel):
     native_tools: bool = False
     # The generation prompt already opened a reasoning block (`<think>\n`), so output starts inside it.
     opens_reasoning: bool = False
+    # In-process backends: llama.cpp's thread count (short, for the status bar) and why; draft sources.
+    threads: str | None = None
+    threads_reason: str | None = None
+    drafting: str | None = None
+    # Prompt tokens/s this backend measured on this machine (None until a long enough prompt was read).
+    prompt_tokens_per_s: float | None = None
 
 
 class Usage(BaseModel):

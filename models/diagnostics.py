@@ -34,8 +34,9 @@ def model_checks(spec: str | None = None) -> list[ModelCheck]:
     chosen = resolve_spec(spec)
     origin = " (from RIBBIT_MODEL)" if not spec and os.environ.get("RIBBIT_MODEL") else ""
     checks.append(ModelCheck(name="model SPEC", ok=True, detail=chosen + origin))
-    checks.append(ModelCheck(name="threads", ok=True, detail=f"{os.cpu_count()} cores"))
+    checks.append(threads_check())
     checks.append(memory_check(chosen))
+    checks.append(drafting_check(chosen))
     if chosen.startswith("openai:"):
         checks += endpoint_checks(chosen)
     return checks
@@ -84,6 +85,53 @@ def endpoint_checks(spec: str) -> list[ModelCheck]:
     return checks
 
 
+def threads_check(window: float = 0.5) -> ModelCheck:
+    """The thread choice and why: cores, --threads / RIBBIT_THREADS, and contention measured now."""
+    import time
+
+    from models.base import ModelError
+    from models.spec import engine_options
+    from models.threads import ContentionMeter, ThreadPolicy
+
+    try:
+        policy = ThreadPolicy(flag=engine_options().threads)
+    except ModelError as exc:
+        return ModelCheck(name="threads", ok=False, detail=str(exc))
+    meter = ContentionMeter()
+    meter.start()
+    time.sleep(window)
+    choice = policy.observe(meter.stop())
+    return ModelCheck(name="threads", ok=True, detail=choice.reason())
+
+
+def drafting_check(spec: str) -> ModelCheck:
+    """Which draft sources speculative decoding would use for the configured GGUF."""
+    from pathlib import Path
+
+    from models.base import ModelError
+    from models.embedded import embedded_model_path
+    from models.gguf_meta import read_metadata
+    from models.llama_backend import has_mtp_layer
+    from models.spec import DEFAULT_SPECS, engine_options
+
+    mode = engine_options().draft
+    if spec.startswith(("openai:", "replay:")):
+        return ModelCheck(name="drafting", ok=True, detail=f"not used by {spec.split(':', 1)[0]}: models")
+    if mode == "none":
+        return ModelCheck(name="drafting", ok=True, detail="off (--draft none)")
+    try:
+        path = embedded_model_path() if spec in DEFAULT_SPECS else Path(spec).expanduser()
+        mtp = has_mtp_layer(read_metadata(path)) if path.is_file() else False
+    except ModelError as exc:
+        return ModelCheck(name="drafting", ok=False, detail=str(exc))
+    sources = []
+    if mode in ("lookup", "auto"):
+        sources.append("prompt lookup")
+    if mode in ("mtp", "auto"):
+        sources.append("the model's MTP head" if mtp else "no MTP head in this GGUF")
+    return ModelCheck(name="drafting", ok=True, detail=f"--draft {mode}: " + ", ".join(sources))
+
+
 def memory_check(spec: str) -> ModelCheck:
     """The memory planner's choice for the configured GGUF (context, KV type, batch, threads), or why it won't fit."""
     from pathlib import Path
@@ -99,6 +147,10 @@ def memory_check(spec: str) -> ModelCheck:
         path = embedded_model_path() if spec in DEFAULT_SPECS else Path(spec).expanduser()
         if not path.is_file():
             return ModelCheck(name="memory plan", ok=False, detail=f"{path} does not exist")
-        return ModelCheck(name="memory plan", ok=True, detail=plan_memory(path, 131_072).describe())
+        from models.spec import engine_options
+        from models.threads import ThreadPolicy
+
+        threads = ThreadPolicy(flag=engine_options().threads).choice
+        return ModelCheck(name="memory plan", ok=True, detail=plan_memory(path, 131_072, threads=threads).describe())
     except ModelError as exc:
         return ModelCheck(name="memory plan", ok=False, detail=str(exc))

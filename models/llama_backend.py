@@ -33,7 +33,13 @@ from models.chat import ChatMessage, ToolSpec
 from models.chat_template import ChatTemplate
 from models.dialects import gemma4
 from models.grammar import ToolCallGrammar, tool_call_grammar
-from models.memory import MemoryPlan, available_memory, plan_memory
+from models.drafting import (
+    DRAFT_MODES, MAX_DRAFT, DraftBudget, DraftMode, DraftStats, LookupDrafter, VerifyCost,
+)
+from models.gguf_meta import read_metadata
+from models.llama_runtime import LlamaRuntime
+from models.memory import MemoryPlan, available_memory, model_shape, plan_memory
+from models.threads import ContentionMeter, ThreadPolicy
 from models.state_cache import (
     DiskStateCache, Snapshot, SnapshotStore, capture_state, model_identity, restore_state, state_size,
 )
@@ -46,6 +52,11 @@ _STAND_IN = "RIBBIT_SYSTEM_STAND_IN_51c2"
 MIN_PREFIX_SNAPSHOT = 64
 # Prompt tokens evaluated between two checks of should_stop (and two progress reports).
 PREFILL_CHUNK = 128
+# MTP drafting: stop a draft at a token the head itself gives less than this; in --draft auto, switch
+# the head off when fewer than MTP_MIN_ACCEPTANCE of its first MTP_TRIAL drafted tokens were accepted.
+MTP_P_MIN = 0.3
+MTP_TRIAL = 64
+MTP_MIN_ACCEPTANCE = 0.1
 
 FILE_TYPES = {
     0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K", 11: "Q3_K_S",
@@ -65,6 +76,27 @@ class StatefulChatModel(Protocol):
     def restore_system_snapshot(self) -> bool: ...
 
 
+def has_mtp_layer(meta: dict[str, Any]) -> bool:
+    arch = meta.get("general.architecture", "")
+    layers = meta.get(f"{arch}.nextn_predict_layers", 0)
+    return isinstance(layers, int) and layers > 0
+
+
+@dataclass
+class Drafting:
+    """The draft sources a loaded model uses (models.drafting), for `ribbit doctor` and the status bar."""
+
+    mode: DraftMode = "auto"
+    lookup: bool = False
+    mtp: bool = False
+    reason: str = ""
+
+    def describe(self) -> str:
+        sources = [name for name, on in (("lookup", self.lookup), ("mtp", self.mtp)) if on]
+        text = "+".join(sources) if sources else "none"
+        return f"{text} ({self.reason})" if self.reason else text
+
+
 @dataclass
 class EngineStats:
     """Counts over the backend's life: what was decoded versus what the stream holds."""
@@ -76,6 +108,10 @@ class EngineStats:
     grammar_triggers: int = 0
     grammar_skipped: int = 0
     turns: list[Usage] = field(default_factory=list)
+    lookup: DraftStats = field(default_factory=DraftStats)
+    mtp: DraftStats = field(default_factory=DraftStats)
+    verify_batches: int = 0  # decodes of more than one sampled/drafted token
+    rolled_back: int = 0  # drafted tokens evaluated and then rolled back
 
 
 def check_model_file(path: Path) -> None:
@@ -122,22 +158,44 @@ class LlamaCppModel:
         persist_states: bool = True,
         snapshot_budget: int = 1 << 30,
         prefill_chunk: int = PREFILL_CHUNK,
+        draft: DraftMode = "auto",
+        adapt_threads: bool = True,
     ) -> None:
         check_model_file(path)
+        if draft not in DRAFT_MODES:
+            raise ModelError(f"unknown draft mode {draft!r}; expected one of {', '.join(DRAFT_MODES)}")
+        if temperature < 0:
+            raise ModelError(f"temperature must be 0 or more, not {temperature}")
         try:
             import llama_cpp
         except ImportError as exc:  # a broken install, not a user error
             raise ModelError(f"llama-cpp-python is not usable: {exc}") from None
-        self.plan = plan or plan_memory(path, n_ctx)
+        meta = read_metadata(path)
+        self.thread_policy = ThreadPolicy(flag=n_threads)
+        self.adapt_threads = adapt_threads
+        meter = ContentionMeter()
+        meter.start()
+        recurrent = bool(model_shape(meta).recurrent_layers)
+        # Rejected drafts roll the recurrent layers back to snapshots llama.cpp keeps (n_rs_seq); an
+        # architecture without that support gets 0 from llama.cpp, and drafting stays off for it.
+        rollback = MAX_DRAFT if draft != "none" and recurrent else 0
+        if plan is None:
+            self.plan = plan_memory(path, n_ctx, threads=self.thread_policy.choice, rollback_tokens=rollback, meta=meta)
+        else:
+            self.plan = plan
+            self.plan.rollback_tokens = rollback
+            self.thread_policy = ThreadPolicy(flag=n_threads or plan.n_threads)
         if n_threads:
             self.plan.n_threads = n_threads
+        self.plan.threads = self.thread_policy.choice
         if n_batch:
             self.plan.n_batch = n_batch
+        wants_mtp = draft in ("mtp", "auto") and has_mtp_layer(meta)
         try:
-            self.llm = llama_cpp.Llama(
-                model_path=str(path), n_ctx=self.plan.n_ctx, n_batch=self.plan.n_batch, n_ubatch=self.plan.n_batch,
-                n_threads=self.plan.n_threads, n_threads_batch=self.plan.n_threads, seed=seed,
-                flash_attn=self.plan.flash_attn, type_k=self.plan.type_kv, type_v=self.plan.type_kv, verbose=False,
+            self.llm = LlamaRuntime(
+                path, n_ctx=self.plan.n_ctx, n_batch=self.plan.n_batch, n_threads=self.plan.n_threads,
+                flash_attn=self.plan.flash_attn, type_kv=self.plan.type_kv, seed=seed,
+                n_rs_seq=self.plan.rollback_tokens, load_mtp=wants_mtp,
             )
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelError(f"llama.cpp cannot load {path.name}: {exc}") from None
@@ -156,6 +214,8 @@ class LlamaCppModel:
             eos_token=self._token_text(self.llm.token_eos()),
         )
         file_type = meta.get("general.file_type")
+        self.recurrent = self.llm.is_recurrent
+        self.drafting = self._drafting_setup(draft, wants_mtp)
         self.info = ModelInfo(
             name=meta.get("general.name") or path.stem,
             path=str(path),
@@ -164,8 +224,10 @@ class LlamaCppModel:
             dialect=self.template.dialect,
             context_length=self.llm.n_ctx(),
             opens_reasoning=self.template.opens_reasoning,
+            threads=self.plan.threads.short() if self.plan.threads else str(self.plan.n_threads),
+            threads_reason=self.plan.threads.reason() if self.plan.threads else "",
+            drafting=self.drafting.describe(),
         )
-        self.recurrent = bool(self.llm._is_recurrent or self.llm._is_hybrid)  # noqa: SLF001
         self.stop_ids = {self.llm.token_eos(), *self._tokenize(self.template.turn_close)}
         self._close_tokens = self._tokenize(self.template.turn_close + self.template.turn_end)
         self._consumed: list[str] = []
@@ -176,6 +238,46 @@ class LlamaCppModel:
         self.disk = DiskStateCache(identity, state_dir) if persist_states else None
         self.stats = EngineStats()
         self._grammars: dict[str, ToolCallGrammar | None] = {}
+        self._lookup = LookupDrafter()
+        self.verify_cost = VerifyCost()  # timed on this machine while decoding
+        self._lookup_budget = DraftBudget(self.verify_cost)
+        self._mtp_budget = DraftBudget(self.verify_cost)
+        self._observe_contention(meter.stop())
+
+    def _drafting_setup(self, mode: DraftMode, wants_mtp: bool) -> Drafting:
+        """Which draft sources this model gets, and why not the others."""
+        setup = Drafting(mode=mode)
+        if mode == "none":
+            setup.reason = "off (--draft none)"
+            return setup
+        if self.recurrent and self.llm.n_rs_seq < MAX_DRAFT:
+            setup.reason = "off: this model's recurrent layers cannot roll back rejected drafts in llama.cpp"
+            return setup
+        setup.lookup = mode in ("lookup", "auto")
+        if wants_mtp:
+            try:
+                self.llm.open_mtp(self.plan.n_threads, self.plan.type_kv, self.plan.flash_attn)
+                setup.mtp = True
+            except (ValueError, RuntimeError, AttributeError) as exc:  # AttributeError: a build without the MTP calls
+                setup.reason = f"MTP head unusable: {exc}"
+        elif mode == "mtp":
+            setup.reason = "the model has no MTP layer"
+        return setup
+
+    def _observe_contention(self, others_busy: float | None) -> None:
+        """Revise the thread count from what other programs measurably used (models.threads)."""
+        if not self.adapt_threads:
+            return
+        before = self.plan.n_threads
+        choice = self.thread_policy.observe(others_busy)
+        self.plan.threads = choice
+        if choice.n_threads != before:
+            self.plan.n_threads = choice.n_threads
+            self.llm.set_threads(choice.n_threads)
+            if self.llm.mtp is not None:
+                self._llama_cpp.llama_set_n_threads(self.llm.mtp.ctx, choice.n_threads, choice.n_threads)
+        self.info.threads = choice.short()
+        self.info.threads_reason = choice.reason()
 
     # -- ChatModel ------------------------------------------------------------------------------
 
@@ -215,7 +317,16 @@ class LlamaCppModel:
         self._pending = []
         self._consumed = done_messages
         usage.prefill_s = time.perf_counter() - started
+        self._note_prompt_speed(usage.evaluated_tokens, usage.prefill_s)
         yield from self._decode(request, tools, usage)
+
+    def _note_prompt_speed(self, tokens: int, seconds: float) -> None:
+        """Measured prompt processing speed (ModelInfo.prompt_tokens_per_s), e.g. for sizing tool results."""
+        if tokens < 32 or seconds <= 0:
+            return
+        rate = tokens / seconds
+        old = self.info.prompt_tokens_per_s
+        self.info.prompt_tokens_per_s = rate if old is None else 0.7 * old + 0.3 * rate
 
     def context_used(self) -> int:
         return self.llm.n_tokens + len(self._pending)
@@ -253,10 +364,7 @@ class LlamaCppModel:
 
     def last_logits(self) -> Any:
         """The logits after the last evaluated token, as a numpy array (tests, diagnostics)."""
-        import numpy as np
-
-        pointer = self.llm._ctx.get_logits_ith(-1)  # noqa: SLF001
-        return np.ctypeslib.as_array(pointer, shape=(self.llm.n_vocab(),)).copy()
+        return self.llm.logits(-1).copy()
 
     def stream_tokens(self) -> list[int]:
         return [int(t) for t in self.llm.input_ids[: self.llm.n_tokens]]
@@ -404,13 +512,17 @@ class LlamaCppModel:
     # -- generation -----------------------------------------------------------------------------
 
     def _decode(self, request: GenerationRequest, tools: list[ToolSpec], usage: Usage) -> Iterator[Chunk]:
+        """Sample the assistant turn. Where a draft source proposes tokens, the sampled token and the
+        drafts are evaluated in one batch and each draft is checked by sampling the target there
+        (models.drafting explains why that keeps the output distribution); rejected drafts are rolled
+        back (KV cells removed, recurrent state restored from llama.cpp's snapshots)."""
         started = time.perf_counter()
+        meter = ContentionMeter()
+        meter.start()
         finish = "stop"
-        sampler = self.llm._init_sampler(**self.sampling)  # noqa: SLF001 — one sampler per turn keeps its state
+        sampler = self.llm.sampler(**self.sampling)  # one sampler per turn keeps its state
         watcher = self._grammar_watcher(tools)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        vocab = self.llm._model.vocab  # noqa: SLF001
-        is_eog = self._llama_cpp.llama_vocab_is_eog
         produced = 0
         self._pending = []  # the turn's close comes with the next messages (_continuation)
         forced = self._tokenize(self.response_prefix) if self.response_prefix else []
@@ -427,6 +539,9 @@ class LlamaCppModel:
             piece = decoder.decode(b"".join(raws))
             if piece:
                 yield TextChunk(piece)
+        limit = self.info.context_length - len(self._close_tokens)
+        carry: int | None = None  # a token sampled while verifying drafts, not yet evaluated
+        index = -1  # the output row whose logits the next sample reads
         while True:
             if request.should_stop():
                 finish = "cancelled"
@@ -434,30 +549,108 @@ class LlamaCppModel:
             if produced >= request.max_tokens:
                 finish = "length"
                 break
-            if self.llm.n_tokens + len(self._close_tokens) >= self.info.context_length:
+            if self.llm.n_tokens >= limit:
                 finish = "context"
                 break
-            token = sampler.sample(self.llm._ctx, -1)  # noqa: SLF001
+            if carry is None:
+                token = sampler.sample(self.llm._ctx, index)  # noqa: SLF001
+            else:
+                token, carry = carry, None
             produced += 1
-            if token in self.stop_ids or is_eog(vocab, token):
+            if self._is_stop(token):
                 break
-            self._eval([token])
-            raw = self.llm.detokenize([token], special=True)
-            if watcher is not None:
-                switched = watcher.feed(token, raw)
-                if switched is not None:
-                    sampler = switched
-                    watcher = None
-            piece = decoder.decode(raw)
-            if piece:
-                yield TextChunk(piece)
+            room = min(request.max_tokens - produced, limit - self.llm.n_tokens - 1)
+            drafts, source = self._propose(token, room)
+            first = self.llm.n_tokens
+            timed = time.perf_counter()
+            if drafts:
+                self._eval_batch([token, *drafts])
+            else:
+                self._eval([token])
+            self.verify_cost.record(1 + len(drafts), time.perf_counter() - timed)
+            index = -1
+            for position, emitted in enumerate([token, *drafts]):
+                if position > 0:
+                    check = sampler.sample(self.llm._ctx, position - 1)  # noqa: SLF001
+                    if check != emitted:
+                        carry = check
+                        break
+                    produced += 1
+                    index = position
+                raw = self.llm.detokenize([emitted], special=True)
+                if watcher is not None:
+                    switched = watcher.feed(emitted, raw)
+                    if switched is not None:
+                        sampler = switched
+                        watcher = None
+                piece = decoder.decode(raw)
+                if piece:
+                    yield TextChunk(piece)
+            if drafts:
+                self._settle_drafts(source, first, len(drafts), accepted=max(0, index))
         tail = decoder.decode(b"", final=True)
         if tail:
             yield TextChunk(tail)
         usage.completion_tokens = produced
         usage.decode_s = time.perf_counter() - started
         self.stats.turns.append(usage)
+        self._observe_contention(meter.stop())
         yield TurnEnd(finish_reason=finish, usage=usage)  # type: ignore[arg-type]
+
+    def _is_stop(self, token: int) -> bool:
+        return token in self.stop_ids or bool(self._llama_cpp.llama_vocab_is_eog(self.llm._model.vocab, token))  # noqa: SLF001
+
+    def _propose(self, token: int, room: int) -> tuple[list[int], str]:
+        """Drafts to follow `token` (sampled, not yet evaluated), at most `room`; lookup first, then MTP."""
+        room = min(room, MAX_DRAFT)
+        if room <= 0:
+            return [], ""
+        drafting = self.drafting
+        if drafting.lookup:
+            n = self._lookup_budget.length(room)
+            if n:
+                stream = self.llm.input_ids[: self.llm.n_tokens]
+                drafts = self._lookup.propose(stream, token, n, self.stop_ids)
+                drafts = self._until_stop(drafts)
+                if drafts:
+                    return drafts, "lookup"
+        if drafting.mtp and self.llm.mtp is not None:
+            n = self._mtp_budget.length(room)
+            if n:
+                drafts = self._until_stop(self.llm.mtp.draft(token, self.llm.n_tokens, n, p_min=MTP_P_MIN))
+                if drafts:
+                    return drafts, "mtp"
+        return [], ""
+
+    def _until_stop(self, drafts: list[int]) -> list[int]:
+        for i, token in enumerate(drafts):
+            if self._is_stop(token):
+                return drafts[:i]
+        return drafts
+
+    def _settle_drafts(self, source: str, first: int, drafted: int, accepted: int) -> None:
+        """Keep the accepted drafts, roll back the rest, and learn from the outcome."""
+        rejected = drafted - accepted
+        if rejected:
+            try:
+                self.llm.truncate(first + 1 + accepted)
+            except RuntimeError as exc:
+                raise ModelError(f"llama.cpp could not roll back rejected drafts: {exc}") from None
+        self.stats.evaluated -= rejected  # rolled back, so not part of the stream
+        self.stats.rolled_back += rejected
+        self.stats.verify_batches += 1
+        stats = self.stats.lookup if source == "lookup" else self.stats.mtp
+        stats.proposals += 1
+        stats.drafted += drafted
+        stats.accepted += accepted
+        (self._lookup_budget if source == "lookup" else self._mtp_budget).record(drafted, accepted)
+        if (source == "mtp" and self.drafting.mode == "auto" and stats.drafted >= MTP_TRIAL
+                and stats.acceptance < MTP_MIN_ACCEPTANCE):
+            # The head does not predict this model's text (an untrained head): stop paying for it.
+            self.drafting.mtp = False
+            self.drafting.reason = f"MTP head off: {stats.acceptance:.0%} of {stats.drafted} drafts accepted"
+            self.info.drafting = self.drafting.describe()
+            self.llm.close_mtp()
 
     def _grammar_watcher(self, tools: list[ToolSpec]) -> _GrammarWatcher | None:
         if not self.use_grammar or not tools:
@@ -469,34 +662,26 @@ class LlamaCppModel:
         return _GrammarWatcher(self, grammar, tools) if grammar is not None else None
 
     def _constrained_sampler(self, gbnf: str) -> Any:
-        """The turn's sampler chain with a (non-lazy) grammar after the penalties, as llama-cpp-python orders it."""
-        from llama_cpp._internals import LlamaSampler
-
+        """The turn's sampler chain with a (non-lazy) grammar after the penalties."""
         llama_cpp = self._llama_cpp
         grammar = llama_cpp.llama_sampler_init_grammar(self.llm._model.vocab, gbnf.encode("utf-8"), b"root")  # noqa: SLF001
         if not grammar:
             return None
-        sampler = LlamaSampler()
-        sampler.add_penalties(n_vocab=self.llm.n_vocab(), penalty_last_n=self.llm.last_n_tokens_size,
-                              penalty_repeat=1.0, penalty_freq=0.0, penalty_present=0.0)
-        llama_cpp.llama_sampler_chain_add(sampler.sampler, grammar)
-        temp = self.sampling["temp"]
-        if temp == 0.0:
-            sampler.add_greedy()
-        else:
-            sampler.add_top_k(self.sampling["top_k"])
-            sampler.add_typical(1.0, 1)
-            sampler.add_top_p(self.sampling["top_p"], 1)
-            sampler.add_min_p(self.sampling["min_p"], 1)
-            sampler.add_temp(temp)
-            sampler.add_dist(self.llm._seed)  # noqa: SLF001
-        return sampler, grammar
+        return self.llm.sampler(**self.sampling, grammar=grammar), grammar
 
     def _eval(self, tokens: Sequence[int]) -> None:
         try:
             self.llm.eval(tokens)
         except RuntimeError as exc:
             raise ModelError(f"llama.cpp failed while evaluating: {exc}") from None
+        self.stats.evaluated += len(tokens)
+
+    def _eval_batch(self, tokens: Sequence[int]) -> None:
+        """One batch with logits at every position: a sampled token and the drafts after it."""
+        try:
+            self.llm.eval_all(tokens)
+        except RuntimeError as exc:
+            raise ModelError(f"llama.cpp failed while verifying drafts: {exc}") from None
         self.stats.evaluated += len(tokens)
 
     def _tokenize(self, text: str, bos: bool = False) -> list[int]:

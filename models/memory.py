@@ -2,13 +2,14 @@
 
 Everything is estimated from the GGUF header (no tensors are read): the model file is mapped whole,
 the KV cache grows with the context (only the attention layers of a hybrid model have one), a hybrid
-or recurrent model adds a fixed recurrent state, and llama.cpp needs a compute buffer per batch.
-When the model cannot fit even with a small context the planner refuses with the numbers.
+or recurrent model adds a fixed recurrent state (times 1 + the rollback snapshots speculative decoding
+keeps), and llama.cpp needs a compute buffer per batch. When the model cannot fit even with a small
+context the planner refuses with the numbers. Threads come from models.threads (cores, measured
+contention, --threads / RIBBIT_THREADS).
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,6 +17,7 @@ from pydantic import BaseModel
 
 from models.base import ModelError
 from models.gguf_meta import read_metadata, trained_context
+from models.threads import ThreadChoice, ThreadPolicy
 
 KvType = Literal["f16", "q8_0"]
 GGML_TYPES = {"f16": 1, "q8_0": 8}
@@ -33,6 +35,9 @@ class MemoryPlan(BaseModel):
     flash_attn: bool = False
     n_batch: int = 256
     n_threads: int = 1
+    threads: ThreadChoice | None = None  # why n_threads is what it is
+    # Recurrent-state snapshots kept for rolling back rejected drafts (llama.cpp's n_rs_seq).
+    rollback_tokens: int = 0
     model_bytes: int = 0
     kv_bytes: int = 0
     recurrent_bytes: int = 0
@@ -54,10 +59,12 @@ class MemoryPlan(BaseModel):
             f"context {self.n_ctx}",
             f"KV {self.kv_type}" + (" + flash attention" if self.flash_attn else ""),
             f"batch {self.n_batch}",
-            f"{self.n_threads} threads",
+            self.threads.reason() if self.threads is not None else f"{self.n_threads} threads",
             f"needs ~{self.total_bytes / GiB:.2f} GiB{free} "
             f"(model {self.model_bytes / GiB:.2f}, KV {self.kv_bytes / GiB:.2f}, "
-            f"recurrent {self.recurrent_bytes / GiB:.2f}, compute {self.compute_bytes / GiB:.2f})",
+            f"recurrent {self.recurrent_bytes / GiB:.2f}"
+            + (f" with {self.rollback_tokens} rollback snapshots" if self.rollback_tokens else "")
+            + f", compute {self.compute_bytes / GiB:.2f})",
         ]
         return ", ".join(parts) + "".join(f"; {n}" for n in self.notes)
 
@@ -71,26 +78,6 @@ def available_memory() -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return None
-
-
-def usable_cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
-
-
-def busy_cores() -> int:
-    """Cores other programs keep busy (1-minute load average). llama.cpp's threads spin while they wait
-    for each other, so one thread more than there are idle cores can make decoding several times slower."""
-    try:
-        return int(os.getloadavg()[0] + 0.5)
-    except (AttributeError, OSError):
-        return 0
-
-
-def choose_threads(cores: int, busy: int) -> int:
-    return max(1, min(cores, cores - busy))
 
 
 class ModelShape(BaseModel):
@@ -169,6 +156,8 @@ def plan_memory(
     *,
     free: int | None = None,
     cores: int | None = None,
+    threads: ThreadChoice | None = None,
+    rollback_tokens: int = 0,
     meta: dict[str, Any] | None = None,
     min_context: int = MIN_CONTEXT,
     headroom: int = HEADROOM,
@@ -177,8 +166,9 @@ def plan_memory(
     meta = meta if meta is not None else read_metadata(path)
     shape = model_shape(meta)
     free = available_memory() if free is None else free
-    explicit_cores = cores is not None
-    cores = cores or usable_cores()
+    if threads is None:
+        threads = ThreadPolicy(cores=cores).choice if cores else ThreadPolicy().choice
+    cores = threads.cores
     model_bytes = path.stat().st_size if path.is_file() else 0
     ctx = max(256, wanted_context)
     notes: list[str] = []
@@ -186,14 +176,13 @@ def plan_memory(
         ctx = shape.trained_context
         notes.append(f"context capped at the trained {ctx}")
     n_batch = 512 if cores > 4 else 256
-    threads = cores if explicit_cores else choose_threads(cores, busy_cores())
-    if threads < cores:
-        notes.append(f"{cores - threads} of {cores} cores busy with other programs")
+    rollback = rollback_tokens if shape.recurrent_layers else 0
 
     def build(n_ctx: int, kv: KvType, flash: bool, batch: int) -> MemoryPlan:
         return MemoryPlan(
-            n_ctx=n_ctx, kv_type=kv, flash_attn=flash, n_batch=batch, n_threads=threads, model_bytes=model_bytes,
-            kv_bytes=int(shape.kv_bytes_per_token(kv) * n_ctx), recurrent_bytes=shape.recurrent_state_bytes,
+            n_ctx=n_ctx, kv_type=kv, flash_attn=flash, n_batch=batch, n_threads=threads.n_threads, threads=threads,
+            rollback_tokens=rollback, model_bytes=model_bytes,
+            kv_bytes=int(shape.kv_bytes_per_token(kv) * n_ctx), recurrent_bytes=shape.recurrent_state_bytes * (1 + rollback),
             compute_bytes=compute_bytes(shape, n_ctx, batch, flash), free_bytes=free, notes=list(notes),
         )
 

@@ -5,11 +5,35 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from models.base import ChatModel, ModelError
+from models.drafting import DraftMode
 from models.embedded import embedded_model_path
 from models.gguf_meta import read_metadata, trained_context
 
 DEFAULT_SPECS = ("", "default")
+
+
+class EngineOptions(BaseModel):
+    """In-process engine settings from the command line (`--threads`, `--draft`, `--temperature`)."""
+
+    threads: int | None = None  # None: cores less measured contention, or RIBBIT_THREADS
+    draft: DraftMode = "auto"
+    temperature: float | None = None  # None: the backend's default
+
+
+# What this process's command line asked for; the entry point sets it once, load_model reads it.
+_options = EngineOptions()
+
+
+def set_engine_options(options: EngineOptions) -> None:
+    global _options
+    _options = options
+
+
+def engine_options() -> EngineOptions:
+    return _options
 
 
 def resolve_spec(spec: str | None) -> str:
@@ -49,9 +73,11 @@ def load_model(
     path = embedded_model_path() if spec in DEFAULT_SPECS else Path(spec).expanduser()
     from models.llama_backend import LlamaCppModel
 
+    options = engine_options()
+    extra: dict[str, object] = {} if options.temperature is None else {"temperature": options.temperature}
     if seed is not None:
-        return LlamaCppModel(path, n_ctx=context_for(path, context), seed=seed)
-    return LlamaCppModel(path, n_ctx=context_for(path, context))
+        extra["seed"] = seed
+    return LlamaCppModel(path, n_ctx=context_for(path, context), n_threads=options.threads, draft=options.draft, **extra)
 
 
 def context_for(path: Path, wanted: int) -> int:

@@ -73,6 +73,9 @@ def restore_state(llm: Any, data: StateData, tokens: list[int]) -> bool:
 def _set_tokens(llm: Any, tokens: list[int]) -> None:
     llm.input_ids[: len(tokens)] = tokens
     llm.n_tokens = len(tokens)
+    mtp = getattr(llm, "mtp", None)
+    if mtp is not None:
+        mtp.clear()  # the MTP head's cache belonged to the replaced state: it starts again from here
 
 
 @dataclass

@@ -98,6 +98,8 @@ def normalise_name(name: str) -> str | None:
         return None
     if name.startswith("model.language_model."):
         return "model." + name.removeprefix("model.language_model.")
+    if name.startswith("model.mtp."):  # some exports nest the MTP block under model.
+        return name.removeprefix("model.")
     if name.startswith("language_model."):
         return name.removeprefix("language_model.")
     return name

@@ -27,6 +27,8 @@ class StatusBar(Static):
 
     model_name: reactive[str] = reactive("loading model…")
     quantization: reactive[str | None] = reactive(None)
+    # llama.cpp threads and why, in a few characters ("2t", "1/2t busy", "4t fixed"); None: not in-process
+    threads: reactive[str | None] = reactive(None)
     context_used: reactive[int] = reactive(0)
     context_limit: reactive[int] = reactive(0)
     step: reactive[int] = reactive(0)
@@ -43,6 +45,8 @@ class StatusBar(Static):
         parts: list[tuple[str, str]] = []
         model = visible(self.model_name + (f" {self.quantization}" if self.quantization else ""), one_line=True)
         parts.append((model, "bold"))
+        if self.threads:
+            parts.append((self.threads, "yellow" if "busy" in self.threads else ""))
         if self.context_limit:
             parts.append((f"ctx {human_tokens(self.context_used)}/{human_tokens(self.context_limit)}", ""))
         parts.append((f"step {self.step}/{self.max_steps}", ""))

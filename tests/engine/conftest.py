@@ -17,7 +17,8 @@ SYSTEM = ChatMessage(role="system", content="You are a terse assistant. Answer i
 
 
 def make_model(state_dir: Path, **options: object) -> LlamaCppModel:
-    settings: dict[str, object] = dict(n_ctx=1024, temperature=0.0, prefill_chunk=16, state_dir=state_dir)
+    # Threads pinned: llama.cpp's rounding (and so a greedy near-tie) depends on the thread count.
+    settings: dict[str, object] = dict(n_ctx=1024, temperature=0.0, prefill_chunk=16, state_dir=state_dir, n_threads=2)
     settings.update(options)
     return LlamaCppModel(embedded_model_path(), **settings)  # type: ignore[arg-type]
 
@@ -97,3 +98,16 @@ def assert_same_logits(a: np.ndarray, b: np.ndarray) -> None:
 @pytest.fixture
 def state_dir(tmp_path: Path) -> Path:
     return tmp_path / "states"
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen35(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random qwen35 (hybrid Gated DeltaNet) GGUF with its MTP layer, built by our own converter."""
+    from quantize.convert import convert_checkpoint
+    from tests.quantize.checkpoints import make_qwen35
+
+    folder = tmp_path_factory.mktemp("tiny-qwen35")
+    source = make_qwen35(folder / "checkpoint", mtp=True)
+    result = convert_checkpoint(source, folder / "tiny-qwen35-f16.gguf", weight_dtype="f16")
+    assert result.n_mtp_layers == 1
+    return result.path

@@ -6,7 +6,7 @@ import pytest
 
 from models.base import ModelError
 from models.chat import ChatMessage
-from models.memory import MemoryPlan, choose_threads, model_shape, plan_memory
+from models.memory import MemoryPlan, model_shape, plan_memory
 from tests.engine.conftest import SYSTEM, make_model, run_turn
 
 GiB = 1 << 30
@@ -64,10 +64,11 @@ def test_small_model_keeps_an_f16_cache_and_its_trained_context(tmp_path):
     assert plan.n_ctx == 8192 and plan.kv_type == "f16" and not plan.flash_attn
 
 
-def test_threads_leave_busy_cores_alone():
-    assert choose_threads(2, 0) == 2
-    assert choose_threads(4, 1) == 3
-    assert choose_threads(2, 6) == 1
+def test_rollback_snapshots_multiply_the_recurrent_state(frognano_file):
+    plain = plan_memory(frognano_file, 8192, free=32 * GiB, cores=2, meta=FROGNANO)
+    drafting = plan_memory(frognano_file, 8192, free=32 * GiB, cores=2, meta=FROGNANO, rollback_tokens=8)
+    assert drafting.recurrent_bytes == 9 * plain.recurrent_bytes
+    assert "8 rollback snapshots" in drafting.describe()
 
 
 def test_a_q8_cache_with_flash_attention_runs(tmp_path):

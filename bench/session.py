@@ -1,0 +1,287 @@
+"""`python -m bench.session` — a whole recorded task at FrogNano's real size, teacher-forced.
+
+The recorded session (bench/sessions/ribbit-fix.jsonl, made by `python -m bench.record_session`: 20
+steps of Glob/Read/Edit/Bash with real tool outputs on a copy of this repository) is replayed through
+the FrogNano-shaped Q4_K_M from `bench.quantize` (built into /work/models/frognano when missing,
+reused after). The token stream is built as FrogNano's template writes it (tools in the system turn,
+Qwen3-Coder XML calls, tool results in `<tool_response>`). Each step: the new prompt tokens are
+evaluated (prompt processing), then the recorded assistant turn is *teacher-forced*: each of its
+tokens is treated as the sampled one, the lookup drafter proposes what follows it, the batch is
+verified and whatever does not match the recording is rolled back — so prefill, decode, drafting and
+rollback costs are real. Tools + harness time is the wall time of replaying the same turns through
+`ribbit run` with the real tools (the model answering instantly). Prints figures; asserts nothing.
+
+    python -m bench.session [--gguf PATH] [--steps N] [--no-draft]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from models.drafting import MAX_DRAFT, PRIOR_COST, DraftBudget, LookupDrafter, VerifyCost
+
+ROOT = Path(__file__).resolve().parents[1]
+SESSION = ROOT / "bench" / "sessions" / "ribbit-fix.jsonl"
+MODEL_DIR = Path("/work/models/frognano")
+MODEL = MODEL_DIR / "frognano-synthetic-Q4_K_M.gguf"
+
+
+def ensure_model(path: Path) -> Path:
+    if path.is_file():
+        return path
+    print(f"building {path} with bench.quantize (convert + Q4_K_M: ~10-20 minutes on 2 cores)", flush=True)
+    subprocess.run([sys.executable, "-m", "bench.quantize", "--out", str(path.parent)], check=True, cwd=ROOT)
+    return path
+
+
+def load_session(path: Path) -> tuple[dict, list[dict]]:
+    lines = path.read_text().splitlines()
+    return json.loads(lines[0]), [json.loads(line) for line in lines[1:]]
+
+
+def render_steps(header: dict, messages: list[dict]) -> tuple[str, list[tuple[str, str]]]:
+    """(the prompt before the first assistant turn, [(assistant raw text, the prompt that follows it)])
+    in FrogNano's chat format (Qwen3.5: ChatML, `<tools>` in the system turn, XML tool calls)."""
+    from agent.tools import default_tools
+
+    tools = "\n".join(json.dumps(t.spec().to_openai(), ensure_ascii=False) for t in default_tools().values())
+    system = next(m["content"] for m in messages if m["role"] == "system")
+    opening = "<|im_start|>assistant\n<think>\n"
+    head = (f"<|im_start|>system\n# Tools\n\nYou have access to the following functions:\n\n<tools>\n{tools}\n</tools>\n\n"
+            f"{system}<|im_end|>\n<|im_start|>user\n{header['task']}<|im_end|>\n{opening}")
+    steps: list[tuple[str, str]] = []
+    raw = header["assistant_raw"]
+    results: list[list[str]] = []
+    for message in messages:
+        if message["role"] == "assistant":
+            results.append([])
+        elif message["role"] == "tool" and results:
+            results[-1].append(message["content"])
+    for index, text in enumerate(raw):
+        outputs = results[index] if index < len(results) else []
+        follow = "<|im_end|>\n"
+        if outputs:
+            follow += "<|im_start|>user\n" + "".join(f"<tool_response>\n{o}\n</tool_response>\n" for o in outputs)
+            follow += "<|im_end|>\n" + opening
+        steps.append((text, follow))
+    return head, steps
+
+
+def offline_acceptance(stream: list[int], spans: list[tuple[int, int]], k: int,
+                       curves: list[list[float]]) -> tuple[int, int, int, list[float]]:
+    """Lookup drafts of up to k tokens at every step of the recorded assistant spans, checked against
+    the recording itself (no model needed): (drafted, accepted, decodes, cost in single-token decodes
+    under each verify-cost curve)."""
+    import numpy as np
+
+    drafter = LookupDrafter()
+    array = np.array(stream, dtype=np.intc)
+    drafted = accepted = batches = 0
+    costs = [0.0 for _ in curves]
+    for start, end in spans:
+        i = start
+        while i < end:
+            drafts = drafter.propose(array[:i], int(array[i]), min(k, end - i - 1))
+            ok = 0
+            for d, truth in zip(drafts, stream[i + 1 : end]):
+                if d != truth:
+                    break
+                ok += 1
+            drafted += len(drafts)
+            accepted += ok
+            batches += 1
+            costs = [c + curve[len(drafts)] for c, curve in zip(costs, curves)]
+            i += 1 + ok
+    return drafted, accepted, batches, costs
+
+
+def teacher_forced(runtime, tokens: list[int], drafter: LookupDrafter | None, budget: DraftBudget) -> dict:
+    """Decode `tokens` as if sampled: one by one, or with lookup drafts verified against the recording."""
+    started = time.perf_counter()
+    batches: list[int] = []
+    drafted = accepted = 0
+    first_token_s = None
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        room = min(MAX_DRAFT, len(tokens) - i - 1)
+        drafts: list[int] = []
+        if drafter is not None and room > 0:
+            n = budget.length(room)
+            if n:
+                drafts = drafter.propose(runtime.input_ids[: runtime.n_tokens], token, n)
+        first = runtime.n_tokens
+        timed = time.perf_counter()
+        if drafts:
+            runtime.eval_all([token, *drafts])
+            # the recording is what the model "samples": drafts count while they agree with it
+            ok = 0
+            for d, truth in zip(drafts, tokens[i + 1 :]):
+                if d != truth:
+                    break
+                ok += 1
+            if ok < len(drafts):
+                runtime.truncate(first + 1 + ok)
+            budget.record(len(drafts), ok)
+            drafted += len(drafts)
+            accepted += ok
+        else:
+            runtime.eval([token])
+            ok = 0
+        budget.cost.record(1 + len(drafts), time.perf_counter() - timed)
+        batches.append(len(drafts))
+        if first_token_s is None:
+            first_token_s = time.perf_counter() - started
+        i += 1 + ok
+    return {"s": time.perf_counter() - started, "batches": batches, "drafted": drafted, "accepted": accepted,
+            "first_token_s": first_token_s or 0.0}
+
+
+def bare_rates(path: Path, plan, prompt_tokens: int = 256, decode_tokens: int = 24) -> tuple[float, float]:
+    """Prompt and decode tokens/s of a bare llama-cpp-python Llama on the same GGUF, threads and settings."""
+    import llama_cpp
+
+    llm = llama_cpp.Llama(model_path=str(path), n_ctx=2048, n_batch=plan.n_batch, n_ubatch=plan.n_batch,
+                          n_threads=plan.n_threads, n_threads_batch=plan.n_threads, flash_attn=plan.flash_attn,
+                          type_k=plan.type_kv, type_v=plan.type_kv, verbose=False)
+    try:
+        vocab = llm.n_vocab()
+        prompt = [(13 * i + 5) % vocab for i in range(prompt_tokens)]
+        started = time.perf_counter()
+        llm.eval(prompt)
+        prefill = prompt_tokens / (time.perf_counter() - started)
+        started = time.perf_counter()
+        for i in range(decode_tokens):
+            llm.eval([(7 * i + 11) % vocab])
+        decode = decode_tokens / (time.perf_counter() - started)
+    finally:
+        llm.close()
+    return prefill, decode
+
+
+def tools_wall(header: dict, steps: int) -> float:
+    """Wall time of the same turns through `ribbit run` with real tools and an instant (replay) model."""
+    from bench.record_session import ROOT as REPO
+
+    with tempfile.TemporaryDirectory(prefix="ribbit-session-tools-") as tmp:
+        repo = Path(tmp) / "ribbit"
+        repo.mkdir()
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", "HEAD"], check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(repo)], input=archive, check=True)
+        for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["-c", "user.name=r", "-c", "user.email=r@r", "commit", "-qm", "b"]):
+            subprocess.run(["git", "-C", str(repo), *args], check=True)
+        replay = Path(tmp) / "turns.jsonl"
+        replay.write_text("".join(json.dumps({"text": t}) + "\n" for t in header["assistant_raw"][:steps]))
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "app.cli", "run", header["task"], "--repo", str(repo), "--model",
+                        f"replay:{replay}", "--mode", "full-auto", "--no-sandbox"], cwd=REPO,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        return time.perf_counter() - started
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.session", description=__doc__.splitlines()[0])
+    parser.add_argument("--gguf", type=Path, default=MODEL, help="default: the FrogNano-shaped Q4_K_M (built if missing)")
+    parser.add_argument("--session", type=Path, default=SESSION)
+    parser.add_argument("--steps", type=int, default=None, help="replay only the first N steps")
+    parser.add_argument("--no-draft", action="store_true", help="decode the assistant turns token by token")
+    args = parser.parse_args(argv)
+
+    from models.llama_runtime import LlamaRuntime
+    from models.memory import plan_memory
+    from models.threads import ContentionMeter, ThreadPolicy
+
+    path = ensure_model(args.gguf)
+    header, messages = load_session(args.session)
+    head, all_steps = render_steps(header, messages)
+    steps = all_steps[: args.steps] if args.steps else all_steps
+    policy, meter = ThreadPolicy(), ContentionMeter()
+    meter.start()
+    probe = LlamaRuntime(path, n_ctx=512, n_batch=64, n_threads=1)  # only to tokenise
+    try:
+        head_tokens = probe.tokenize(head.encode(), False, True)
+        all_tokens = [(probe.tokenize(a.encode(), False, True), probe.tokenize(f.encode(), False, True)) for a, f in all_steps]
+        step_tokens = all_tokens[: len(steps)]
+    finally:
+        probe.close()
+    total = len(head_tokens) + sum(len(a) + len(f) for a, f in step_tokens)
+    context = 1024 * ((total + 1024) // 1024 + 1)
+    plan = plan_memory(path, context, threads=policy.observe(meter.stop()), rollback_tokens=MAX_DRAFT)
+    print(f"session {args.session.name}: {len(steps)} steps, {total} tokens ({len(head_tokens)} system + task); "
+          f"model {path.name}; plan: {plan.describe()}", flush=True)
+    cpu0, load0 = os.times(), os.getloadavg()
+    runtime = LlamaRuntime(path, n_ctx=plan.n_ctx, n_batch=plan.n_batch, n_threads=plan.n_threads,
+                           flash_attn=plan.flash_attn, type_kv=plan.type_kv, n_rs_seq=MAX_DRAFT)
+    drafter = None if args.no_draft else LookupDrafter()
+    budget = DraftBudget(VerifyCost())
+    prefill_s = decode_s = 0.0
+    prefill_n = decode_n = 0
+    ttft: list[float] = []
+    batches: list[int] = []
+    drafted = accepted = 0
+    wall0 = time.perf_counter()
+    try:
+        pending = head_tokens
+        for index, (assistant, follow) in enumerate(step_tokens, 1):
+            started = time.perf_counter()
+            runtime.eval(pending)
+            spent = time.perf_counter() - started
+            prefill_s += spent
+            prefill_n += len(pending)
+            result = teacher_forced(runtime, assistant, drafter, budget)
+            decode_s += result["s"]
+            decode_n += len(assistant)
+            batches += result["batches"]
+            drafted += result["drafted"]
+            accepted += result["accepted"]
+            ttft.append(spent + result["first_token_s"])
+            print(f"  step {index:2d}: prompt {len(pending):5d} tokens in {spent:6.1f} s, first token after {ttft[-1]:6.1f} s, "
+                  f"assistant {len(assistant):4d} tokens in {result['s']:5.1f} s "
+                  f"({result['accepted']}/{result['drafted']} drafts kept)", flush=True)
+            pending = follow
+    finally:
+        runtime.close()
+    model_wall = time.perf_counter() - wall0
+    cpu1 = os.times()
+    cpu = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
+    tools_s = tools_wall(header, len(steps))
+    bare_prefill, bare_decode = bare_rates(path, plan)
+    print(f"\nwall time {model_wall + tools_s:.0f} s = prompt processing {prefill_s:.0f} s + decoding {decode_s:.0f} s "
+          f"+ tools and harness {tools_s:.1f} s (+ {model_wall - prefill_s - decode_s:.1f} s bookkeeping)")
+    print(f"time to first token per step: median {statistics.median(ttft):.1f} s, max {max(ttft):.1f} s")
+    print(f"prompt {prefill_n / prefill_s:.1f} tok/s vs bare llama-cpp-python {bare_prefill:.1f} tok/s; "
+          f"decode {decode_n / decode_s:.2f} tok/s (with lookup drafts, teacher-forced) vs bare {bare_decode:.2f} tok/s "
+          f"(one token at a time)")
+    if drafter is not None:
+        print(f"drafting during the run (ribbit's policy: draft only where the measured verify cost pays): "
+              f"{accepted}/{drafted} drafts kept, {len(batches)} decodes for {decode_n} tokens")
+    from bench.engine import verify_cost
+
+    curve = verify_cost(path, rounds=2, context=128)["cpu_cost"]
+    stream: list[int] = list(head_tokens)
+    spans = []
+    for assistant, follow in all_tokens:  # the whole recording, whatever --steps ran through the model
+        spans.append((len(stream), len(stream) + len(assistant)))
+        stream += assistant + follow
+    print("verify cost of 1 + k tokens vs 1 at this size, CPU time, measured now: " + "  ".join(f"k={k}: {c:.2f}" for k, c in enumerate(curve) if k))
+    tokens_total = sum(end - start for start, end in spans)
+    for k in (1, 2, 4, 8):
+        d, a, n, (here, memory_bound) = offline_acceptance(stream, spans, k, [curve, list(PRIOR_COST)])
+        print(f"teacher-forced lookup over all {len(spans)} recorded turns, drafts of up to {k}: {a}/{d} drafted tokens match the recording ({a / max(1, d):.0%}); "
+              f"{tokens_total} tokens in {n} decodes; expected decode speed-up {tokens_total / here:.2f}x with the verify "
+              f"cost measured here, {tokens_total / memory_bound:.2f}x where decoding is memory-bound (9 tokens ~ 1.7)")
+    print(f"machine: {plan.threads.reason() if plan.threads else plan.n_threads}; CPU time of this process {cpu:.0f} s over "
+          f"{model_wall:.0f} s; load average {load0[0]:.1f} at start, {os.getloadavg()[0]:.1f} at the end (shared machine)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

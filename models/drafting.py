@@ -1,0 +1,170 @@
+"""Draft tokens for speculative decoding, and how many to draft.
+
+Decoding on a CPU is bound by memory bandwidth: checking k drafted tokens in one batch costs little more
+than one token, so every accepted draft is a token nearly for free. Two sources:
+
+- `LookupDrafter` (prompt lookup): a coding agent copies text it has seen — an Edit's old_string from a
+  Read, a Write of a file it just read, a test name from Bash output. The longest suffix of the stream
+  that occurred earlier proposes what followed it there.
+- FrogNano's MTP head (models.llama_runtime.MtpContext) where the GGUF has one.
+
+Both proposals are deterministic (a point mass on the drafted token). The backend verifies them by
+sampling the target at each drafted position with the turn's own sampler and accepting while the
+sample equals the draft. For a point-mass proposal that *is* the standard speculative-sampling rule:
+the draft x is accepted with probability p(x), and on rejection the sample is distributed as p with x
+removed and renormalised — so every emitted token has exactly the target's distribution (and greedy
+output is the target's greedy output). `DraftBudget` keeps drafting only where it pays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel
+
+DraftMode = Literal["none", "lookup", "mtp", "auto"]
+DRAFT_MODES: tuple[DraftMode, ...] = ("none", "lookup", "mtp", "auto")
+# The most tokens verified in one batch besides the sampled one; also the recurrent snapshots kept.
+MAX_DRAFT = 8
+MIN_MATCH = 2  # tokens of context that must match before a lookup draft is proposed
+LONG_MATCH = 8  # a match this long is as good as any longer one
+
+
+class DraftStats(BaseModel):
+    """Counts over the backend's life, per source."""
+
+    proposals: int = 0
+    drafted: int = 0
+    accepted: int = 0
+
+    @property
+    def acceptance(self) -> float:
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+
+class LookupDrafter:
+    """Proposes the continuation of the longest earlier match of the stream's tail (numpy, no index:
+    a few vectorised compares over the stream per proposal, well under a millisecond at 100K tokens)."""
+
+    def __init__(self, min_match: int = MIN_MATCH, long_match: int = LONG_MATCH) -> None:
+        self.min_match = min_match
+        self.long_match = long_match
+
+    def propose(self, stream: np.ndarray, last: int, n_max: int, stop: Collection[int] = ()) -> list[int]:
+        """Drafts to follow `stream` + [`last`] (`last` sampled, not yet in the stream)."""
+        n = len(stream)
+        if n_max <= 0 or n < self.min_match:
+            return []
+        # Candidate ends p (stream[p] == last) that leave at least one token to copy after them.
+        ends = np.flatnonzero(stream[: n - 1] == last)
+        if ends.size == 0:
+            return []
+        length = np.ones(ends.size, dtype=np.int32)
+        alive = np.ones(ends.size, dtype=bool)
+        for back in range(1, self.long_match):
+            if n - back < 0:
+                break
+            earlier = ends - back
+            ok = alive & (earlier >= 0)
+            ok[ok] = stream[earlier[ok]] == stream[n - back]
+            length += ok
+            alive = ok
+            if not alive.any():
+                break
+        best = int(length.max())
+        if best < self.min_match:
+            return []
+        end = int(ends[np.flatnonzero(length == best)[-1]])  # the most recent of the longest matches
+        drafts: list[int] = []
+        for source in range(end + 1, end + 1 + min(n_max, self.draft_length(best))):
+            # A match close to the tail runs into the text being drafted (a repetition): keep copying it.
+            token = int(stream[source]) if source < n else (last if source == n else drafts[source - n - 1])
+            if token in stop:
+                break
+            drafts.append(token)
+        return drafts
+
+    def draft_length(self, match: int) -> int:
+        """Longer matches earn longer drafts: a 2-token match is often a coincidence."""
+        return MAX_DRAFT if match >= 4 else 2 * match
+
+
+class VerifyCost:
+    """What verifying 1 + k tokens in one batch costs, in single-token decodes, as measured on this
+    machine and model while decoding (an exponential average of each batch size's decode time).
+
+    It is not a constant: on a memory-bound machine a batch of 9 costs little more than one token, but on
+    2 cores FrogNano-shaped Q4_K_M is compute-bound and a batch of 1 + k costs ~1 + 0.85k (bench.engine,
+    section 6). Until a batch size has been timed, PRIOR_COST (optimistic, so that drafting gets tried)
+    stands in for it.
+    """
+
+    def __init__(self, prior: tuple[float, ...] | None = None) -> None:
+        self.prior = prior or PRIOR_COST
+        self.seconds: dict[int, float] = {}
+        self.samples: dict[int, int] = {}
+
+    def record(self, n_tokens: int, seconds: float) -> None:
+        if n_tokens < 1 or seconds <= 0:
+            return
+        old = self.seconds.get(n_tokens)
+        self.seconds[n_tokens] = seconds if old is None else 0.8 * old + 0.2 * seconds
+        self.samples[n_tokens] = self.samples.get(n_tokens, 0) + 1
+
+    def __call__(self, k: int) -> float:
+        one = self.seconds.get(1)
+        batch = self.seconds.get(k + 1)
+        if k == 0:
+            return 1.0
+        if one and batch and self.samples.get(k + 1, 0) >= 2 and self.samples.get(1, 0) >= 2:
+            return max(1.0, batch / one)
+        return self.prior[min(k, len(self.prior) - 1)]
+
+    def curve(self) -> list[float]:
+        return [self(k) for k in range(MAX_DRAFT + 1)]
+
+
+class DraftBudget:
+    """How many tokens a source may draft now: its measured acceptance against the verify cost.
+
+    With per-token acceptance a, a draft of k tokens yields 1 + a + ... + a^k tokens per verified batch;
+    the batch costs `cost(k)` single-token decodes (VerifyCost, measured while decoding). Drafting k
+    tokens is chosen only where it yields more tokens per unit of time than decoding one at a time; a
+    source whose drafts keep failing is paused and tried again now and then.
+    """
+
+    def __init__(self, cost: VerifyCost | None = None, prior: float = 0.6, pause_after: int = 6) -> None:
+        self.cost = cost or VerifyCost()
+        self.acceptance = prior
+        self.pause_after = pause_after
+        self.failures = 0
+        self.skipped = 0
+
+    def length(self, n_max: int) -> int:
+        if self.failures >= self.pause_after:
+            self.skipped += 1
+            if self.skipped % 32:
+                return 0
+        best_k, best_rate = 0, 1.0
+        a = self.acceptance
+        for k in range(1, min(n_max, MAX_DRAFT) + 1):
+            expected = sum(a**i for i in range(k + 1))
+            rate = expected / self.cost(k)
+            if rate > best_rate * 1.02:
+                best_k, best_rate = k, rate
+        return best_k
+
+    def record(self, drafted: int, accepted: int) -> None:
+        if drafted <= 0:
+            return
+        # Per-token acceptance: accepted tokens before the first rejection are geometric trials.
+        observed = accepted / (accepted + 1) if accepted < drafted else 1.0
+        self.acceptance = 0.7 * self.acceptance + 0.3 * observed
+        self.failures = self.failures + 1 if accepted == 0 else 0
+
+
+# Before a batch size has been timed: what a memory-bound decode looks like (the embedded model on 2
+# cores: a batch of 9 costs ~1.7 tokens), so drafting is tried; VerifyCost replaces it once measured.
+PRIOR_COST: tuple[float, ...] = (1.0, 1.09, 1.17, 1.26, 1.34, 1.43, 1.52, 1.61, 1.70)

@@ -1,0 +1,206 @@
+"""Speculative decoding: lookup and MTP drafts verified in one batch, rejected ones rolled back.
+
+Greedy output must be token-identical with and without drafting, on the embedded model and on a tiny
+hybrid qwen35 GGUF (recurrent layers rolled back through llama.cpp's snapshots); with sampling, the
+output distribution must be the target's (tested statistically).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import models.llama_backend as backend
+from models.chat import ChatMessage
+from models.drafting import DraftBudget, LookupDrafter, VerifyCost
+from models.llama_backend import LlamaCppModel
+from tests.engine.conftest import SYSTEM, make_model, run_turn
+
+CODE = '''def merge_intervals(intervals):
+    """Merge overlapping intervals and return them sorted."""
+    ordered = sorted(intervals, key=lambda pair: pair[0])
+    merged = [list(ordered[0])]
+    for start, end in ordered[1:]:
+        if start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return merged
+'''
+COPY_TASK = [SYSTEM, ChatMessage(role="user", content=f"Here is merge.py:\n```python\n{CODE}```\nWrite merge.py out again, unchanged.")]
+
+
+def test_lookup_proposes_what_followed_the_longest_match():
+    drafter = LookupDrafter()
+    stream = np.array([5, 1, 2, 3, 4, 9, 9, 7, 1, 2, 3, 8, 6, 6, 1, 2], dtype=np.intc)
+    # tail [.., 1, 2] + sampled 3: "1 2 3" occurred twice; the most recent longest match wins
+    assert drafter.propose(stream, 3, 4) == [8, 6, 6, 1]
+    assert drafter.propose(stream, 42, 4) == []  # never seen
+    assert drafter.propose(stream, 3, 4, stop={6}) == [8]  # never past a stop token
+    assert drafter.propose(stream, 3, 0) == []
+    # a repetition: the match runs into the tail, and the draft keeps the period going
+    assert drafter.propose(np.array([4, 7, 4, 7, 4], dtype=np.intc), 7, 5) == [4, 7, 4, 7, 4]
+
+
+def test_budget_stops_drafting_a_source_that_does_not_pay():
+    cheap = VerifyCost(prior=(1.0, 1.1, 1.2, 1.3, 1.4))
+    budget = DraftBudget(cheap, prior=0.9)
+    assert budget.length(4) == 4
+    for _ in range(10):
+        budget.record(4, 0)
+    assert budget.length(4) == 0
+    good = DraftBudget(cheap, prior=0.1)
+    for _ in range(10):
+        good.record(4, 4)
+    assert good.length(4) == 4
+
+
+def test_measured_verify_cost_turns_drafting_off_where_batches_cost_as_much_as_their_tokens():
+    cost = VerifyCost()
+    budget = DraftBudget(cost, prior=0.95)
+    assert budget.length(8) >= 4  # the optimistic prior: try drafting
+    for _ in range(3):  # compute-bound: a batch of n costs n single decodes (real size, 2 cores)
+        for n in range(1, 10):
+            cost.record(n, 0.3 * n)
+    assert cost(8) == pytest.approx(9.0, rel=0.01)
+    assert budget.length(8) == 0
+    for _ in range(10):  # memory-bound: a batch of 9 costs 1.5 decodes
+        for n in range(1, 10):
+            cost.record(n, 0.1 * (1 + n / 16))
+    assert budget.length(8) >= 4
+
+
+def greedy(path: Path, draft: str, messages: list[ChatMessage], tmp: Path, tokens: int, **options: object) -> tuple[LlamaCppModel, str, list[int]]:
+    model = LlamaCppModel(path, n_ctx=2048, temperature=0.0, draft=draft, state_dir=tmp / draft, persist_states=False,
+                          n_threads=2, **options)  # type: ignore[arg-type]
+    text, end, _ = run_turn(model, messages, max_tokens=tokens)
+    assert end.usage.completion_tokens > 0
+    return model, text, model.stream_tokens()
+
+
+def test_greedy_output_is_identical_with_lookup_drafts_on_the_embedded_model(tmp_path):
+    from models.embedded import embedded_model_path
+
+    plain, text_none, stream_none = greedy(embedded_model_path(), "none", COPY_TASK, tmp_path, 160)
+    plain.close()
+    model, text, stream = greedy(embedded_model_path(), "lookup", COPY_TASK, tmp_path, 160)
+    try:
+        assert text == text_none and stream == stream_none
+        lookup = model.stats.lookup
+        assert lookup.accepted >= 40  # the copy is drafted, not decoded token by token
+        assert model.stats.verify_batches > 0 and model.stats.rolled_back > 0  # both outcomes happened
+        # tokens evaluated = tokens in the stream: rejected drafts do not count as evaluated
+        assert model.stats.evaluated == len(stream)
+    finally:
+        model.close()
+
+
+@pytest.mark.parametrize("draft", ["lookup", "mtp", "auto"])
+def test_greedy_output_is_identical_on_a_hybrid_model_with_rollback(draft, tiny_qwen35, tmp_path, monkeypatch):
+    monkeypatch.setattr(backend, "MTP_P_MIN", 0.0)  # a random head is never confident: draft anyway
+    monkeypatch.setattr(backend, "MTP_TRIAL", 10**9)  # and keep it on
+    messages = [ChatMessage(role="system", content="You are a coder."),
+                ChatMessage(role="user", content="def fibonacci(n): a, b = 0, 1 for i in range(n): a, b = b, a + b return a")]
+    plain, text_none, stream_none = greedy(tiny_qwen35, "none", messages, tmp_path, 120)
+    plain.close()
+    model, text, stream = greedy(tiny_qwen35, draft, messages, tmp_path, 120)
+    try:
+        assert model.recurrent and model.llm.n_rs_seq == 8
+        assert stream == stream_none and text == text_none
+        stats = model.stats
+        assert stats.verify_batches > 0
+        if draft in ("lookup", "auto"):
+            assert stats.lookup.drafted > 0
+        if draft in ("mtp", "auto"):
+            assert model.llm.n_layer_nextn == 1 and stats.mtp.drafted > 0
+        if draft != "lookup":  # (the tiny model repeats itself: its lookup drafts are all accepted)
+            assert stats.rolled_back > 0  # the recurrent state was rolled back, and the output did not change
+        # a second turn on the same stream: still identical (rollback left the state exact)
+        follow = [*messages, ChatMessage(role="assistant", content=text), ChatMessage(role="user", content="again")]
+        plain = LlamaCppModel(tiny_qwen35, n_ctx=2048, temperature=0.0, draft="none", persist_states=False, n_threads=2)
+        try:
+            run_turn(plain, messages, max_tokens=120)
+            again_none, _, _ = run_turn(plain, follow, max_tokens=40)
+        finally:
+            plain.close()
+        again, _, _ = run_turn(model, follow, max_tokens=40)
+        assert again == again_none
+    finally:
+        model.close()
+
+
+def test_grammar_constrained_calls_are_identical_with_drafting(tmp_path):
+    from agent.tools import default_tools
+
+    tools = [t.spec() for t in default_tools().values()]
+    task = [SYSTEM, ChatMessage(role="user", content=f"Here is merge.py:\n{CODE}\nWrite it to merge2.py with the Write tool.")]
+    texts = {}
+    for draft in ("none", "lookup"):
+        model = make_model(tmp_path / draft, draft=draft, persist_states=False)
+        model.response_prefix = '{"tool": "'  # the grammar takes over from here (a forced call)
+        try:
+            text, end, _ = run_turn(model, task, max_tokens=120, tools=tools)
+            texts[draft] = text
+            assert model.stats.grammar_triggers == 1
+            if draft == "lookup":  # drafts were checked by the grammar sampler: some kept, some rolled back
+                assert model.stats.lookup.accepted > 0 and model.stats.rolled_back > 0
+        finally:
+            model.close()
+    assert texts["none"] == texts["lookup"]
+
+
+def _chi_square_p(a: Counter, b: Counter, min_count: int = 10) -> float:
+    """Two-sample chi-square test of homogeneity; rare categories pooled. Wilson-Hilferty p-value."""
+    keys = [k for k in set(a) | set(b) if a[k] + b[k] >= min_count]
+    rows = [[a[k] for k in keys] + [sum(a.values()) - sum(a[k] for k in keys)],
+            [b[k] for k in keys] + [sum(b.values()) - sum(b[k] for k in keys)]]
+    cols = [c for c in zip(*rows) if sum(c) > 0]
+    na, nb = sum(r[0] for r in cols), sum(r[1] for r in cols)
+    total = na + nb
+    stat = 0.0
+    for ca, cb in cols:
+        for observed, n in ((ca, na), (cb, nb)):
+            expected = (ca + cb) * n / total
+            stat += (observed - expected) ** 2 / expected
+    dof = len(cols) - 1
+    z = ((stat / dof) ** (1 / 3) - (1 - 2 / (9 * dof))) / math.sqrt(2 / (9 * dof))
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def test_sampling_with_drafts_keeps_the_output_distribution(tiny_qwen35, tmp_path):
+    """Drafts forced at every step: a draft must be accepted with probability p(x), and otherwise the
+    token must come from p without x. Compare the second and third tokens over many seeds."""
+    messages = [ChatMessage(role="system", content="S"), ChatMessage(role="user", content="import os\nimport sys")]
+
+    def sample(draft_with: list[int] | None, seeds: range) -> tuple[Counter, Counter, int, int]:
+        model = LlamaCppModel(tiny_qwen35, n_ctx=512, temperature=0.15, top_k=40, top_p=1.0, draft="lookup",
+                              persist_states=False, n_threads=2)
+        if draft_with is not None:
+            model._propose = lambda token, room: (draft_with[: min(room, 2)], "lookup")  # type: ignore[method-assign]
+        else:
+            model.drafting.lookup = False
+        second, third = Counter(), Counter()
+        try:
+            for seed in seeds:
+                model.llm.set_seed(seed)
+                run_turn(model, messages, max_tokens=3)
+                produced = model.stream_tokens()[-3:]
+                second[produced[1]] += 1
+                third[tuple(produced[1:])] += 1
+            return second, third, model.stats.lookup.drafted, model.stats.lookup.accepted
+        finally:
+            model.close()
+
+    plain_second, plain_third, _, _ = sample(None, range(600))
+    likely = [t for t, _ in plain_second.most_common(2)]
+    drafted_second, drafted_third, drafted, accepted = sample(likely, range(10_000, 10_600))
+    assert 0.05 < accepted / drafted < 0.95  # both accept and reject paths ran many times
+    assert _chi_square_p(plain_second, drafted_second) > 0.001
+    assert _chi_square_p(plain_third, drafted_third) > 0.001
+    # and the test can tell: accepting every draft would make the second token always `likely[0]`
+    forced = Counter({likely[0]: sum(drafted_second.values())})
+    assert _chi_square_p(plain_second, forced) < 1e-6
