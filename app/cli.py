@@ -32,10 +32,19 @@ def positive(text: str) -> int:
     return value
 
 
+def on_off(text: str) -> bool:
+    if text not in ("on", "off"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not on or off")
+    return text == "on"
+
+
 def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repo", default=".", help="repository to work in (default: current folder)")
     parser.add_argument("--model", default=None, help="model SPEC: default, /path/model.gguf, openai:URL[#MODEL], replay:FILE")
     parser.add_argument("--mode", default="ask", choices=MODES, help="approval mode (default: ask)")
+    parser.add_argument("--reasoning", type=on_off, default=None, metavar="on|off",
+                        help="think before answering, for models whose chat template has the switch "
+                             "(default: the model's own; on for FrogNano)")
 
 
 def tui_parser() -> Parser:

@@ -7,7 +7,9 @@ from pydantic import Field
 from agent.apply import detect_newline, is_binary, to_lf, with_newline
 from agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
 from agent.tools.paths import display_path, resolve_in_root
+from agent.tools.loose_match import AmbiguousLooseMatch, find_loose
 from agent.tools.read import format_numbered
+from agent.tools.syntax_check import python_syntax_note
 from agent.tools.write import partial_text, rejection_text
 
 CONTEXT_LINES = 3
@@ -76,17 +78,31 @@ class EditTool(Tool[EditArgs]):
         # CRLF files are matched as LF and written back with CRLF.
         text, old, new = to_lf(original), to_lf(args.old_string), to_lf(args.new_string)
         found = occurrences(text, old)
+        note = ""
         if not found:
-            region = closest_region(text, old)
-            hint = f"\nThe closest region of {shown}:\n{region}" if region else ""
-            raise ToolError(f"old_string was not found in {shown}.{hint}")
-        if len(found) > 1 and not args.replace_all:
+            # Whitespace-only differences (indentation, tabs, trailing spaces): applied when unique.
+            try:
+                loose = find_loose(text, old, new)
+            except AmbiguousLooseMatch as many:
+                where = ", ".join(str(n) for n in many.lines[:20])
+                raise ToolError(
+                    f"old_string was not found in {shown} as written; ignoring whitespace it matches {len(many.lines)} "
+                    f"places (starting at lines {where}). Copy the exact text from a Read, with more lines to make it unique"
+                ) from None
+            if loose is None:
+                region = closest_region(text, old)
+                hint = f"\nThe closest region of {shown}:\n{region}" if region else ""
+                raise ToolError(f"old_string was not found in {shown}.{hint}")
+            edited = text[: loose.start] + loose.new_text + text[loose.end :]
+            found, new, note = [loose.start], loose.new_text, loose.note(shown) + "\n"
+        elif len(found) > 1 and not args.replace_all:
             where = ", ".join(str(line_of(text, at)) for at in found[:20])
             raise ToolError(
                 f"old_string occurs {len(found)} times in {shown} (lines {where}); "
                 "add surrounding lines to make it unique, or set replace_all"
             )
-        edited = text.replace(old, new) if args.replace_all else text.replace(old, new, 1)
+        else:
+            edited = text.replace(old, new) if args.replace_all else text.replace(old, new, 1)
         outcome = ctx.changes.propose(
             tool_call_id=ctx.tool_call_id, tool=self.name, path=path, display=shown,
             old_text=original, new_text=with_newline(edited, newline),
@@ -94,11 +110,13 @@ class EditTool(Tool[EditArgs]):
         if not outcome.applied:
             return rejection_text(shown, outcome.reason)
         if outcome.applied_hunks is not None:
-            return partial_text(shown, outcome.applied_hunks, outcome.total_hunks)
+            return partial_text(shown, outcome.applied_hunks, outcome.total_hunks) + python_syntax_note(
+                path, shown, outcome.text or "")
         first = line_of(edited, found[0])
         last = first + new.count("\n")
         lines = edited.split("\n")
         start = max(1, first - CONTEXT_LINES)
         end = min(len(lines), last + CONTEXT_LINES)
         more = f" ({len(found)} occurrences replaced; the first is shown)" if len(found) > 1 else ""
-        return f"Edited {shown}{more}. The region now reads:\n" + format_numbered(lines[start - 1 : end], start)
+        region = format_numbered(lines[start - 1 : end], start)
+        return note + f"Edited {shown}{more}. The region now reads:\n" + region + python_syntax_note(path, shown, edited)
