@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -54,6 +55,7 @@ class ProjectInstructions(BaseModel):
     global_file: InstructionFile | None = None
     files: list[InstructionFile] = []  # repository top down to the working folder: nearest last
     skipped: list[str] = []  # one line each: a file that was not used, and why
+    uncommitted: list[str] = []  # files used that git does not have as they are (an agent may have written them)
 
     def all_files(self) -> list[InstructionFile]:
         return ([self.global_file] if self.global_file else []) + self.files
@@ -64,7 +66,11 @@ class ProjectInstructions(BaseModel):
         if not files:
             return None
         names = [f.shown + (f" (cut by {f.cut_chars} characters)" if f.cut_chars else "") for f in files]
-        return "project instructions: " + ", ".join(names)
+        line = "project instructions: " + ", ".join(names)
+        if self.uncommitted:
+            line += (f"; not committed: {', '.join(self.uncommitted)} (an earlier agent session may have written "
+                     "it: read it before you rely on it)")
+        return line
 
 
 def global_instructions_path(environ: Mapping[str, str] | None = None) -> Path:
@@ -168,7 +174,25 @@ def load_instructions(root: Path, environ: Mapping[str, str] | None = None) -> P
     if global_file is not None and not global_file.text:
         skipped.append(f"{global_file.shown} is not used: the repository's instruction files fill the budget")
         global_file = None
-    return ProjectInstructions(global_file=global_file, files=kept, skipped=skipped)
+    return ProjectInstructions(global_file=global_file, files=kept, skipped=skipped,
+                               uncommitted=uncommitted_files(top, kept))
+
+
+def uncommitted_files(top: Path, files: list[InstructionFile]) -> list[str]:
+    """Which of `files` git sees as new or changed; [] when there is no git or it cannot tell."""
+    if not files or not (top / ".git").exists():
+        return []
+    names = [f.path.relative_to(top).as_posix() for f in files]
+    try:
+        out = subprocess.run(
+            ["git", "-c", "core.fsmonitor=false", "-c", "core.quotepath=off", "-C", str(top), "status",
+             "--porcelain=v1", "-z", "--untracked-files=all", "--", *names],
+            capture_output=True, timeout=10, check=True,
+        ).stdout.decode("utf-8", "replace")
+    except (OSError, subprocess.SubprocessError):
+        return []
+    changed = {entry[3:] for entry in out.split("\0") if len(entry) > 3}
+    return [f.shown for f, name in zip(files, names) if name in changed]
 
 
 def _block(item: InstructionFile) -> str:

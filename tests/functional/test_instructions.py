@@ -46,7 +46,9 @@ def test_nearest_folder_last_with_claude_md_where_there_is_no_agents_md(capsys, 
     assert "ROOT-CLAUDE" not in prompt
     assert "### pkg/CLAUDE.md\nPKG-RULE" in prompt and "### pkg/sub/AGENTS.md\nSUB-RULE" in prompt
     told = next(line for line in result.stderr.splitlines() if "project instructions: " in line)
-    assert told.endswith("ribbit/AGENTS.md, AGENTS.md, pkg/CLAUDE.md, pkg/sub/AGENTS.md")  # what steers it, in order
+    used, _, uncommitted = told.partition("; not committed: ")
+    assert used.endswith("ribbit/AGENTS.md, AGENTS.md, pkg/CLAUDE.md, pkg/sub/AGENTS.md")  # what steers it, in order
+    assert uncommitted.startswith("AGENTS.md, pkg/CLAUDE.md, pkg/sub/AGENTS.md (")  # none of them is in git
 
 
 def test_the_global_file_follows_xdg_config_home_and_keeps_the_shared_part_first(tmp_path, repo, monkeypatch) -> None:
@@ -122,5 +124,8 @@ def test_what_the_agent_writes_to_agents_md_applies_from_the_next_session(capsys
     first = ribbit_run(capsys, tmp_path, repo, replay_file(*turns), "--mode", "auto-edit")
     assert (repo / "AGENTS.md").read_text() == "SECOND version"
     assert "FIRST version" in system_message(first) and "SECOND" not in system_message(first)
+    assert "not committed" not in first.stderr  # the committed file, as the user wrote it
     second = ribbit_run(capsys, tmp_path / "again", repo, replay_file("Done.", name="r2.jsonl"))
     assert "SECOND version" in system_message(second)
+    # The user is told that the file now steering the agent is not the one in git.
+    assert "project instructions: AGENTS.md; not committed: AGENTS.md (an earlier agent session" in second.stderr
