@@ -106,7 +106,7 @@ def _reindent(window: list[str], old_lines: list[str], new_lines: list[str]) -> 
     if converted is not None:
         old_leads, new_lines, said = converted
         assumptions.append(said)
-    shifted = _shift(file_leads, old_leads, new_lines)
+    shifted = _shift(file_leads, old_leads, new_lines) or _rescale(file_leads, old_leads, new_lines)
     if shifted is None:
         return None
     new_lines, said = shifted
@@ -175,6 +175,32 @@ def _shift(file_leads: list[str], old_leads: list[str], new_lines: list[str]) ->
             return None  # new_string goes left of old_string's margin: where to is a guess
     said = f"the file's indentation is {_describe(base_file)} where old_string had {_describe(base_old)}"
     return out, said + "; new_string was moved the same way"
+
+
+def _rescale(file_leads: list[str], old_leads: list[str], new_lines: list[str]) -> tuple[list[str], str] | None:
+    """Levels of a different width: old_string indents 2 spaces a level where the file indents 4."""
+    if not all(set(lead) <= {" "} for lead in [*file_leads, *old_leads]):
+        return None
+    k = min(range(len(old_leads)), key=lambda i: len(old_leads[i]))
+    base_old, base_file = len(old_leads[k]), len(file_leads[k])
+    old_unit = _unit([len(o) - base_old for o in old_leads])
+    file_unit = _unit([len(f) - base_file for f in file_leads])
+    if old_unit is None or file_unit is None or old_unit == file_unit:
+        return None
+    for f, o in zip(file_leads, old_leads):
+        if (len(o) - base_old) % old_unit or (len(o) - base_old) // old_unit * file_unit != len(f) - base_file:
+            return None
+    out = []
+    for line in new_lines:
+        width = len(_lead(line))
+        if _blank(line):
+            out.append("")
+        elif set(_lead(line)) <= {" "} and width >= base_old and (width - base_old) % old_unit == 0:
+            out.append(" " * (base_file + (width - base_old) // old_unit * file_unit) + line[width:])
+        else:
+            return None
+    return out, (f"old_string indented {old_unit} spaces a level where the file indents {file_unit}; "
+                 "new_string was re-indented the same way")
 
 
 def _describe(lead: str) -> str:
