@@ -19,14 +19,16 @@ from agent.events import (
     EventSink, MessageEvent, NoticeEvent, PrefillEvent, ReasoningDelta, StopReason, SummaryEvent,
     TextDelta, ToolCallEvent, ToolResultEvent, TurnStarted, UsageEvent,
 )
-from agent.parsers import ParsedTurn, StreamSplitter, parser_for
 from agent.instructions import ProjectInstructions, load_instructions
+from agent.parsers import ParsedTurn, StreamSplitter, parser_for
 from agent.prompt import system_prompt
 from agent.readstate import ReadState
 from agent.repeats import RepeatDetector
 from agent.sandbox import CommandRunner
 from agent.tools import Tool, ToolContext, ToolError, default_tools
-from models.base import ChatModel, ContextFull, GenerationRequest, ModelError, PrefillProgress, TextChunk, TurnEnd
+from models.base import (
+    ChatModel, ContextFull, GenerationRequest, ModelError, ModelInfo, PrefillProgress, TextChunk, TurnEnd,
+)
 from models.chat import ChatMessage, ToolCall
 
 MAX_MALFORMED_IN_ROW = 3
@@ -59,6 +61,12 @@ def format_validation_error(tool: str, exc: ValidationError) -> str:
         where = ".".join(str(p) for p in err["loc"]) or "arguments"
         problems.append(f"{where}: {err['msg']}")
     return f"invalid arguments for {tool}: " + "; ".join(problems)
+
+
+def no_reasoning_switch(info: ModelInfo) -> str:
+    """What the user is told when they set reasoning on a model that cannot switch it."""
+    does = "it always reasons" if info.opens_reasoning else "it reasons, or not, as its template says"
+    return f"{info.name} has no reasoning switch (its chat template does not read enable_thinking); {does}"
 
 
 class AgentSession:
@@ -319,12 +327,8 @@ class AgentSession:
     def _warn_if_no_reasoning_switch(self) -> None:
         if self.reasoning is None or self.model.info.reasoning is not None:
             return
-        info = self.model.info
-        does = "always reasons" if info.opens_reasoning else "reasons as its template says"
-        self.sink(NoticeEvent(level="warning", text=(
-            f"{info.name} has no reasoning switch (its chat template does not read enable_thinking): "
-            f"reasoning {'on' if self.reasoning else 'off'} is ignored; it {does}"
-        )))
+        setting = "on" if self.reasoning else "off"
+        self.sink(NoticeEvent(level="warning", text=no_reasoning_switch(self.model.info) + f"; reasoning {setting} is ignored"))
 
     def _take_notes(self) -> str:
         with self._notes_lock:

@@ -30,9 +30,9 @@ from agent.events import (
     AgentEvent, ExternalChangeEvent, MessageEvent, NoticeEvent, PrefillEvent, ReasoningDelta, SummaryEvent,
     TextDelta, ToolCallEvent, ToolResultEvent, TurnStarted, UsageEvent,
 )
-from agent.journal import JournalError
 from agent.instructions import INIT_TASK
-from agent.loop import AgentSession, Limits
+from agent.journal import JournalError
+from agent.loop import AgentSession, Limits, no_reasoning_switch
 from agent.workspace import SetupError, Workspace, open_workspace
 from app.messages import (
     ApprovalRequested, EventsReady, ModelLoaded, PromptSubmitted, RunFinished, SetupFailed, WorkspaceReady,
@@ -574,10 +574,7 @@ class RibbitApp(App[int]):
         assert self.workspace is not None
         transcript, session = self.main.transcript, self.workspace.session
         info = session.model.info
-        no_switch = (
-            f"{info.name} has no reasoning switch (its chat template does not read enable_thinking); "
-            + ("it always reasons" if info.opens_reasoning else "it reasons as its template says")
-        )
+        no_switch = no_reasoning_switch(info)
         if not arg:
             state = session.reasoning_state()
             if info.reasoning is None:
