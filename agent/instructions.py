@@ -23,9 +23,12 @@ from agent.sandbox_config import config_path, home_dir
 # Per folder, the first of these that exists is used (CLAUDE.md only where there is no AGENTS.md).
 INSTRUCTION_NAMES = ("AGENTS.md", "agents.md", "CLAUDE.md")
 GLOBAL_NAME = "AGENTS.md"
-# About 1,000 and 1,500 tokens: every token of the system prompt is read at every cold start.
-MAX_FILE_CHARS = 4000
-MAX_TOTAL_CHARS = 6000
+# Caps in UTF-8 bytes, because a byte-level tokeniser makes at most one token of a byte: emoji or
+# unusual scripts cannot turn a capped file into more tokens than that. English is ~4 bytes a token,
+# so 4,000 / 6,000 bytes are about 1,000 / 1,500 tokens, read at every cold start. A session also keeps
+# them under a quarter of its context (agent.loop).
+MAX_FILE_BYTES = 4000
+MAX_TOTAL_BYTES = 6000
 # Never read more than this of a file, however large it is.
 MAX_READ_BYTES = 64 * 1024
 # `<|im_end|>`, `<|im_start|>`, `<|endoftext|>`...: tokenised as the real special tokens, they would end
@@ -47,6 +50,7 @@ class InstructionFile(BaseModel):
     shown: str  # as the user knows it: relative to the repository top, or ~/...
     text: str
     cut_chars: int = 0  # characters left out to keep the prompt small
+    budget: int = MAX_TOTAL_BYTES  # the session's cap on all instructions, in bytes (for the note)
 
 
 class ProjectInstructions(BaseModel):
@@ -125,19 +129,26 @@ def read_instruction_file(path: Path, inside: Path | None) -> tuple[str | None, 
     return clean_instruction_text(text), None
 
 
+def utf8_size(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
 def _cut(text: str, limit: int) -> tuple[str, int]:
-    """`text` cut to `limit` characters at a line end where one is near; (kept, characters left out)."""
-    if len(text) <= limit:
+    """`text` cut to `limit` UTF-8 bytes, at a line end where one is near; (kept, characters left out)."""
+    if utf8_size(text) <= limit:
         return text, 0
-    kept = text[:limit]
+    kept = text.encode("utf-8")[:limit].decode("utf-8", "ignore")
     line_end = kept.rfind("\n")
-    if line_end > limit * 3 // 4:
+    if line_end > len(kept) * 3 // 4:
         kept = kept[:line_end]
-    return kept.rstrip(), len(text) - len(kept.rstrip())
+    kept = kept.rstrip()
+    return kept, len(text) - len(kept)
 
 
-def load_instructions(root: Path, environ: Mapping[str, str] | None = None) -> ProjectInstructions:
-    """The instruction files for a session working in `root`, capped, nearest folder last."""
+def load_instructions(
+    root: Path, environ: Mapping[str, str] | None = None, max_total: int = MAX_TOTAL_BYTES
+) -> ProjectInstructions:
+    """The instruction files for a session working in `root`, at most `max_total` bytes, nearest folder last."""
     root = root.resolve()
     top = repository_top(root)
     found: list[InstructionFile] = []
@@ -164,11 +175,11 @@ def load_instructions(root: Path, environ: Mapping[str, str] | None = None) -> P
     elif text:
         global_file = InstructionFile(path=global_path, shown=shown, text=text)
     # The nearest folder's file is the most specific: it gets the budget first, the global file last.
-    budget = MAX_TOTAL_CHARS
+    budget = max_total
     for item in [*found[::-1], *([global_file] if global_file else [])]:
-        limit = min(MAX_FILE_CHARS, budget)
-        item.text, item.cut_chars = _cut(item.text, limit)
-        budget -= len(item.text)
+        item.text, item.cut_chars = _cut(item.text, max(0, min(MAX_FILE_BYTES, budget)))
+        item.budget = max_total
+        budget -= utf8_size(item.text)
     kept = [f for f in found if f.text]
     skipped += [f"{f.shown} is not used: the other instruction files fill the budget" for f in found if not f.text]
     if global_file is not None and not global_file.text:
@@ -198,7 +209,7 @@ def uncommitted_files(top: Path, files: list[InstructionFile]) -> list[str]:
 def _block(item: InstructionFile) -> str:
     note = (
         f"\n[... {item.cut_chars} more characters of {item.shown} left out: ribbit keeps instructions under "
-        f"{MAX_TOTAL_CHARS} characters]" if item.cut_chars else ""
+        f"{item.budget} bytes]" if item.cut_chars else ""
     )
     return item.text + note
 

@@ -19,7 +19,7 @@ from agent.events import (
     EventSink, MessageEvent, NoticeEvent, PrefillEvent, ReasoningDelta, StopReason, SummaryEvent,
     TextDelta, ToolCallEvent, ToolResultEvent, TurnStarted, UsageEvent,
 )
-from agent.instructions import ProjectInstructions, load_instructions
+from agent.instructions import MAX_TOTAL_BYTES, ProjectInstructions, load_instructions
 from agent.parsers import ParsedTurn, StreamSplitter, parser_for
 from agent.prompt import system_prompt
 from agent.readstate import ReadState
@@ -115,7 +115,8 @@ class AgentSession:
         # Reasoning on / off for the next turns (None: the model's default); see set_reasoning().
         self.reasoning = reasoning
         # AGENTS.md & co., read once: what the agent writes to them later applies from the next session.
-        self.instructions = instructions if instructions is not None else load_instructions(self.root)
+        self.instructions = instructions if instructions is not None else load_instructions(
+            self.root, max_total=min(MAX_TOTAL_BYTES, self.limits.context // 4))  # never more than 1/4 of it
         self._add(ChatMessage(role="system", content=self._system_prompt()))
         self._tell_instructions()
         self._warn_if_no_reasoning_switch()

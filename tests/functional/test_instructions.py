@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.instructions import MAX_FILE_CHARS, MAX_TOTAL_CHARS, load_instructions
+from agent.instructions import MAX_FILE_BYTES, MAX_TOTAL_BYTES, load_instructions
 from agent.prompt import system_prompt
 from models.chat import ToolSpec
 from tests.conftest import git, xml_call
@@ -74,12 +74,23 @@ def test_a_huge_file_is_cut_with_a_note_and_the_nearest_gets_the_budget(tmp_path
     found = load_instructions(sub)
     near, top = found.files[1], found.files[0]
     assert near.cut_chars == 0 and near.text.count("near line") == 300
-    assert top.cut_chars > 0 and len(top.text) <= MAX_TOTAL_CHARS - len(near.text)
+    assert top.cut_chars > 0 and len(top.text) <= MAX_TOTAL_BYTES - len(near.text)
     prompt = system_prompt(sub, TOOLS, False, found)
-    assert f"more characters of AGENTS.md left out: ribbit keeps instructions under {MAX_TOTAL_CHARS} characters" in prompt
-    assert len(prompt) < 2 * MAX_TOTAL_CHARS
+    assert f"more characters of AGENTS.md left out: ribbit keeps instructions under {MAX_TOTAL_BYTES} bytes" in prompt
+    assert len(prompt) < 2 * MAX_TOTAL_BYTES
     alone = load_instructions(repo).files[0]
-    assert len(alone.text) <= MAX_FILE_CHARS and alone.text.endswith("top line")  # cut at a line end
+    assert len(alone.text) <= MAX_FILE_BYTES and alone.text.endswith("top line")  # cut at a line end
+
+
+def test_many_tokens_a_character_cannot_pass_the_cap_and_a_small_context_gets_less(
+        capsys, tmp_path, repo, replay_file) -> None:
+    (repo / "AGENTS.md").write_text("🐸" * 50_000)  # 4 bytes a character; several tokens each
+    result = ribbit_run(capsys, tmp_path, repo, replay_file("Done."), "--context", "4096")
+    assert result.code == 0, result.stderr
+    prompt = system_message(result)
+    section = prompt[prompt.index("### AGENTS.md\n") :]
+    assert section.count("🐸") * 4 <= 4096 // 4  # a quarter of the context, counted in bytes
+    assert "ribbit keeps instructions under 1024 bytes" in section
 
 
 def test_hostile_files_cannot_leak_block_or_forge_turns(tmp_path, repo) -> None:
