@@ -85,8 +85,9 @@ class EditTool(Tool[EditArgs]):
                 loose = find_loose(text, old, new)
             except AmbiguousLooseMatch as many:
                 where = ", ".join(str(n) for n in many.lines[:20])
+                count = str(len(many.lines)) if len(many.lines) <= 20 else "more than 20"
                 raise ToolError(
-                    f"old_string was not found in {shown} as written; ignoring whitespace it matches {len(many.lines)} "
+                    f"old_string was not found in {shown} as written; ignoring whitespace it matches {count} "
                     f"places (starting at lines {where}). Copy the exact text from a Read, with more lines to make it unique"
                 ) from None
             if loose is None:

@@ -63,12 +63,8 @@ def find_loose(text: str, old: str, new: str) -> LooseMatch | None:
     old_lines = old_body.split("\n")
     want = [line.strip() for line in old_lines]
     lines = text.split("\n")
-    have = [line.strip() for line in lines]
     size = len(old_lines)
-    starts = [
-        i for i in range(len(lines) - size + 1)
-        if have[i] == want[0] and have[i : i + size] == want
-    ]
+    starts = _line_runs([line.strip() for line in lines], want)
     if not starts:
         return None
     if len(starts) > 1:
@@ -92,6 +88,24 @@ def find_loose(text: str, old: str, new: str) -> LooseMatch | None:
         assumptions.append("old_string ended with a newline where the file ends without one")
     return LooseMatch(start=start, end=end, first_line=first + 1, last_line=first + size, new_text=new_text,
                       assumptions=assumptions or ["whitespace-only lines compared as empty"])
+
+
+def _line_runs(have: list[str], want: list[str], limit: int = 21) -> list[int]:
+    """Where `want` occurs as consecutive whole lines of `have` (the first `limit` starts).
+
+    One str.find over the joined lines, not a comparison at every line: a hostile file of a million
+    identical lines and a long old_string cost one linear search each, not their product."""
+    hay = "\n" + "\n".join(have) + "\n"
+    needle = "\n" + "\n".join(want) + "\n"
+    starts: list[int] = []
+    line, counted_to = 0, 0
+    at = hay.find(needle)
+    while at != -1 and len(starts) < limit:
+        line += hay.count("\n", counted_to, at + 1)  # the needle's leading newline ends line `line - 1`
+        counted_to = at + 1
+        starts.append(line - 1)
+        at = hay.find(needle, at + 1)
+    return starts
 
 
 def _reindent(window: list[str], old_lines: list[str], new_lines: list[str]) -> tuple[list[str], list[str]] | None:

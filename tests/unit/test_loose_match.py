@@ -58,3 +58,11 @@ def test_cycle_detector() -> None:
     assert [bool(w) for w in calls("a", "b", "c", "a", "b", "c")] == [False] * 5 + [True]
     assert not any(calls("a", "b", "a", "c", "a", "b", "a", "c"))  # a period of 4: not flagged
     assert not any(calls("a", "b", "c", "b", "a"))
+
+
+def test_a_hostile_file_costs_one_search_not_lines_times_old_string() -> None:
+    text = "x\n" * 2_000_000
+    assert find_loose(text, "  x\n" * 1000 + "y", "z") is None  # would be 2e9 line comparisons, done naively
+    with pytest.raises(AmbiguousLooseMatch) as caught:
+        find_loose(text, "  x\n  x", "z")
+    assert caught.value.lines[:3] == [1, 2, 3] and len(caught.value.lines) == 21  # the first few are enough
