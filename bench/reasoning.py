@@ -188,7 +188,8 @@ def med(runs: list[Run], field: str) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--gguf", type=Path, default=TINY, help=f"the model sessions run on (default: {TINY})")
+    parser.add_argument("--gguf", type=Path, default=TINY,
+                        help=f"the model sessions run on (default: {TINY}, or a tiny qwen35 built here)")
     parser.add_argument("--template", type=Path, default=TEMPLATE, help="chat template replacing the GGUF's")
     parser.add_argument("--vocab", default=str(VOCAB) if VOCAB.is_file() else "",
                         help="a GGUF whose tokenizer counts the tokens ('' : the session model's)")
@@ -205,6 +206,10 @@ def main() -> None:
 
     results: dict[tuple[str, bool], list[Run]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-reasoning-") as tmp:
+        if not args.gguf.is_file() and args.gguf == TINY:  # a clone without the shared fixtures: build one
+            from tests.engine.tiny_qwen35 import build_tiny_qwen35
+
+            args.gguf = build_tiny_qwen35(Path(tmp) / "tiny")
         model = LlamaCppModel(args.gguf, n_ctx=8192, temperature=0.0, chat_template=args.template.read_text(),
                               state_dir=Path(tmp) / "states")
         vocab = llama_cpp.Llama(model_path=args.vocab, vocab_only=True, verbose=False) if args.vocab else model.llm
