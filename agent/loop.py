@@ -6,7 +6,6 @@ asks an Approver. Limits and interruption are exceptions carrying their stop rea
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,18 +20,21 @@ from agent.events import (
     EventSink, MessageEvent, NoticeEvent, PrefillEvent, ReasoningDelta, StopReason, SummaryEvent,
     TextDelta, ToolCallEvent, ToolResultEvent, TurnStarted, UsageEvent,
 )
+from agent.instructions import MAX_TOTAL_BYTES, ProjectInstructions, load_instructions
 from agent.parsers import ParsedTurn, StreamSplitter, parser_for
 from agent.parsers.base import call_problem
 from agent.prompt import system_prompt
 from agent.readstate import ReadState
+from agent.repeats import RepeatDetector
 from agent.sandbox import CommandRunner
 from agent.tools import Tool, ToolContext, ToolError, default_tools
 from agent.unicode_text import valid_unicode
-from models.base import ChatModel, ContextFull, GenerationRequest, ModelError, PrefillProgress, TextChunk, TurnEnd
+from models.base import (
+    ChatModel, ContextFull, GenerationRequest, ModelError, ModelInfo, PrefillProgress, TextChunk, TurnEnd,
+)
 from models.chat import ChatMessage, ToolCall
 
 MAX_MALFORMED_IN_ROW = 3
-REPEAT_WARNING_AT = 3
 
 
 class Limits(BaseModel):
@@ -64,8 +66,10 @@ def format_validation_error(tool: str, exc: ValidationError) -> str:
     return f"invalid arguments for {tool}: " + "; ".join(problems)
 
 
-def call_signature(call: ToolCall) -> str:
-    return call.name + json.dumps(call.arguments, sort_keys=True, default=str)
+def no_reasoning_switch(info: ModelInfo) -> str:
+    """What the user is told when they set reasoning on a model that cannot switch it."""
+    does = "it always reasons" if info.opens_reasoning else "it reasons, or not, as its template says"
+    return f"{info.name} has no reasoning switch (its chat template does not read enable_thinking); {does}"
 
 
 class AgentSession:
@@ -82,6 +86,8 @@ class AgentSession:
         read_state: ReadState | None = None,
         on_applied: Callable[[Path], None] | None = None,
         after_step: Callable[[int, list[ToolCall]], None] | None = None,
+        reasoning: bool | None = None,
+        instructions: ProjectInstructions | None = None,
     ) -> None:
         self.model = model
         self.root = root.resolve()
@@ -105,10 +111,18 @@ class AgentSession:
         self.steps = 0
         self.total_steps = 0
         self._malformed_in_row = 0
-        self._recent_calls: list[str] = []
+        self._repeats = RepeatDetector()
+        self._opens_reasoning = model.info.opens_reasoning
         self._notes: list[str] = []
         self._notes_lock = threading.Lock()
+        # Reasoning on / off for the next turns (None: the model's default); see set_reasoning().
+        self.reasoning = reasoning
+        # AGENTS.md & co., read once: what the agent writes to them later applies from the next session.
+        self.instructions = instructions if instructions is not None else load_instructions(
+            self.root, max_total=min(MAX_TOTAL_BYTES, self.limits.context // 4))  # never more than 1/4 of it
         self._add(ChatMessage(role="system", content=self._system_prompt()))
+        self._tell_instructions()
+        self._warn_if_no_reasoning_switch()
 
     # -- public API -----------------------------------------------------------------------------
 
@@ -121,6 +135,23 @@ class AgentSession:
         self.model = model
         self.parser = parser_for(model.info.dialect, self.specs)
         self.messages[0] = ChatMessage(role="system", content=self._system_prompt())
+        self._warn_if_no_reasoning_switch()
+
+    def set_reasoning(self, on: bool | None) -> bool:
+        """Reasoning on / off from the next turn (None: the model's default); any time, any thread.
+
+        Only the next generation prompt changes, so nothing already read is read again. False when the
+        model has no switch (the setting is kept, for a model switched to later)."""
+        self.reasoning = on
+        return self.model.info.reasoning is not None
+
+    def reasoning_state(self) -> bool | None:
+        """Whether the next turn reasons: True / False, or None when the model has no switch or the
+        server decides."""
+        switch = self.model.info.reasoning
+        if switch is None:
+            return None
+        return switch.default_on if self.reasoning is None else self.reasoning
 
     def run(self, task: str) -> SummaryEvent:
         """Work on `task` until the model finishes or a limit is hit; can be called again (follow-ups)."""
@@ -200,15 +231,17 @@ class AgentSession:
         return False
 
     def query(self) -> Turn:
+        reasoning = self.reasoning  # read once: /think may change it from another thread mid-turn
+        self._opens_reasoning = self.model.info.opens_reasoning_for(reasoning)
         splitter = StreamSplitter.for_dialect(
             self.model.info.dialect,
             on_text=lambda text: self.sink(TextDelta(text=text)),
             on_reasoning=lambda text: self.sink(ReasoningDelta(text=text)),
-            reasoning_opened=self.model.info.opens_reasoning,
+            reasoning_opened=self._opens_reasoning,
         )
         request = GenerationRequest(
             messages=self.messages, tools=self.specs, max_tokens=self.limits.turn_tokens,
-            should_stop=self.cancel_event.is_set,
+            should_stop=self.cancel_event.is_set, reasoning=reasoning,
         )
         pieces: list[str] = []
         end: TurnEnd | None = None
@@ -240,7 +273,7 @@ class AgentSession:
                 reasoning=turn.end.reasoning, tool_calls=list(turn.end.tool_calls or []),
             )
         else:
-            parsed = self.parser.parse(turn.text, self.model.info.opens_reasoning)
+            parsed = self.parser.parse(turn.text, self._opens_reasoning)
         return screened(parsed)
 
     def execute(self, calls: list[ToolCall]) -> None:
@@ -251,7 +284,7 @@ class AgentSession:
                 output, is_error = "Error: not run, because the user stopped the agent", True
             else:
                 output, is_error = self.run_tool(call)
-            output = valid_unicode(output) + self._repeat_warning(call)
+            output = valid_unicode(output) + self._repeats.warning(call)
             self.sink(ToolResultEvent(tool_call_id=call.id, name=call.name, output=output, is_error=is_error))
             results.append(ChatMessage(role="tool", content=output, tool_call_id=call.id, name=call.name))
         notes = self._take_notes()
@@ -296,15 +329,18 @@ class AgentSession:
         )
         self._add(ChatMessage(role="user", content=valid_unicode(text)))  # errors quote the model
 
-    def _repeat_warning(self, call: ToolCall) -> str:
-        self._recent_calls.append(call_signature(call))
-        self._recent_calls = self._recent_calls[-REPEAT_WARNING_AT:]
-        if len(self._recent_calls) == REPEAT_WARNING_AT and len(set(self._recent_calls)) == 1:
-            return (
-                f"\n\nWarning: this is the same {call.name} call {REPEAT_WARNING_AT} times in a row. "
-                "Its result will not change; try something different or finish."
-            )
-        return ""
+    def _tell_instructions(self) -> None:
+        summary = self.instructions.summary()
+        if summary:
+            self.sink(NoticeEvent(level="info", text=summary))
+        for line in self.instructions.skipped:
+            self.sink(NoticeEvent(level="warning", text=line))
+
+    def _warn_if_no_reasoning_switch(self) -> None:
+        if self.reasoning is None or self.model.info.reasoning is not None:
+            return
+        setting = "on" if self.reasoning else "off"
+        self.sink(NoticeEvent(level="warning", text=no_reasoning_switch(self.model.info) + f"; reasoning {setting} is ignored"))
 
     def _take_notes(self) -> str:
         with self._notes_lock:
@@ -316,7 +352,9 @@ class AgentSession:
         self.sink(MessageEvent(message=message))
 
     def _system_prompt(self) -> str:
-        return system_prompt(self.root, self.specs, describe_tools=self.model.info.dialect == "json")
+        return system_prompt(
+            self.root, self.specs, describe_tools=self.model.info.dialect == "json", instructions=self.instructions
+        )
 
 
 def screened(parsed: ParsedTurn) -> ParsedTurn:

@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from agent.instructions import ProjectInstructions, global_section, project_section
 from models.chat import ToolSpec
-
-AGENTS_FILES = ("AGENTS.md", "agents.md")
-MAX_AGENTS_CHARS = 6000
 
 BASE = """You are ribbit, a coding agent working in a repository. You act only through tools.
 Work in steps: find and Read the relevant files, change them with Edit (or Write for new files), run \
@@ -24,25 +22,14 @@ Available tools (arguments as JSON schema):
 {tools}"""
 
 
-def agents_notes(root: Path) -> str | None:
-    """The repository's AGENTS.md, if it has one (cut to a sane size)."""
-    for name in AGENTS_FILES:
-        path = root / name
-        if path.is_file():
-            try:
-                text = path.read_text(encoding="utf-8", errors="replace").strip()
-            except OSError:
-                return None
-            if len(text) > MAX_AGENTS_CHARS:
-                text = text[:MAX_AGENTS_CHARS] + "\n[... AGENTS.md cut ...]"
-            return text
-    return None
-
-
-def system_prompt(root: Path, tools: list[ToolSpec], describe_tools: bool) -> str:
-    """`describe_tools` is for models whose chat template cannot list tools itself."""
+def system_prompt(
+    root: Path, tools: list[ToolSpec], describe_tools: bool, instructions: ProjectInstructions | None = None
+) -> str:
+    """`describe_tools` is for models whose chat template cannot list tools itself; `instructions` are
+    the AGENTS.md files (agent.instructions), read once per session."""
     # Everything that differs between repositories comes last, so the evaluated (and saved) prompt
     # state up to it is shared by every launch of the same model.
+    instructions = instructions or ProjectInstructions()
     text = BASE
     if describe_tools:
         lines = [
@@ -50,8 +37,7 @@ def system_prompt(root: Path, tools: list[ToolSpec], describe_tools: bool) -> st
             for t in tools
         ]
         text += JSON_TOOLS.format(tools="\n".join(lines))
+    text += global_section(instructions)
     text += f"\n\nThe repository root is {root}."
-    notes = agents_notes(root)
-    if notes:
-        text += f"\n\n## Notes from the repository (AGENTS.md)\n{notes}"
+    text += project_section(instructions)
     return text

@@ -81,7 +81,7 @@ class ReviewSession:
 
     def __init__(
         self, model: ChatModel, root: Path, *, sink: EventSink, limits: Limits | None = None,
-        no_sandbox: bool = False,
+        no_sandbox: bool = False, reasoning: bool | None = None,
     ) -> None:
         self.root = check_repo(root)
         self.sink = sink
@@ -98,7 +98,7 @@ class ReviewSession:
             work_root.mkdir(parents=True, exist_ok=True)
             self.workspace = open_workspace(
                 model, work_root, mode="review", approver=RejectAll(), sink=sink, limits=limits,
-                no_sandbox=no_sandbox, watch=False, journal_namespace=REVIEW_NAMESPACE,
+                no_sandbox=no_sandbox, watch=False, journal_namespace=REVIEW_NAMESPACE, reasoning=reasoning,
             )
         except BaseException:
             self.close()
@@ -293,7 +293,8 @@ def run_review(
     stdout: IO[str],
 ) -> int:
     """`ribbit run --mode review`: run, review each hunk on stdin, apply, print the applied patch."""
-    review = ReviewSession(model, Path(args.repo), sink=sink, limits=limits, no_sandbox=args.no_sandbox)
+    review = ReviewSession(model, Path(args.repo), sink=sink, limits=limits, no_sandbox=args.no_sandbox,
+                           reasoning=args.reasoning)
     try:
         summary = review.run(task)
         proposal = review.proposal()

@@ -103,6 +103,7 @@ def open_workspace(
     no_sandbox: bool = False,
     watch: bool = True,
     journal_namespace: str | None = None,
+    reasoning: bool | None = None,
 ) -> Workspace:
     root = check_repo(root)
     try:
@@ -144,7 +145,7 @@ def open_workspace(
         runner = WatchedRunner(runner, watcher)
     session = AgentSession(
         model, root, policy=policy, approver=approver, runner=runner, sink=sink, limits=limits,
-        read_state=read_state, on_applied=watcher.agent_wrote if watcher else None,
+        read_state=read_state, on_applied=watcher.agent_wrote if watcher else None, reasoning=reasoning,
     )
     session_box.append(session)
 

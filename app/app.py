@@ -30,8 +30,9 @@ from agent.events import (
     AgentEvent, ExternalChangeEvent, MessageEvent, NoticeEvent, PrefillEvent, ReasoningDelta, SummaryEvent,
     TextDelta, ToolCallEvent, ToolResultEvent, TurnStarted, UsageEvent,
 )
+from agent.instructions import INIT_TASK
 from agent.journal import JournalError
-from agent.loop import AgentSession, Limits
+from agent.loop import AgentSession, Limits, no_reasoning_switch
 from agent.workspace import SetupError, Workspace, open_workspace
 from app.messages import (
     ApprovalRequested, EventsReady, ModelLoaded, PromptSubmitted, RunFinished, SetupFailed, WorkspaceReady,
@@ -214,6 +215,7 @@ class AppConfig:
     context: int = 131_072
     no_sandbox: bool = False
     limits: Limits | None = None
+    reasoning: bool | None = None  # --reasoning on|off; None: the model's default
 
 
 @dataclass
@@ -290,6 +292,7 @@ class RibbitApp(App[int]):
             workspace = open_workspace(
                 model, cfg.repo, mode=cfg.mode, approver=self.approver, sink=self.bridge.sink,  # type: ignore[arg-type]
                 limits=cfg.limits or Limits(context=cfg.context), no_sandbox=cfg.no_sandbox,
+                reasoning=cfg.reasoning,
             )
         except (ModelError, SetupError, JournalError, OSError) as exc:
             self.post_message(SetupFailed(str(exc)))
@@ -318,6 +321,7 @@ class RibbitApp(App[int]):
         status.threads = info.threads
         status.context_limit = min(session.limits.context, info.context_length or session.limits.context)
         status.context_used = session.model.context_used()
+        status.reasoning = reasoning_label(session)
 
     async def on_setup_failed(self, message: SetupFailed) -> None:
         self.main.status.model_name = "no model"
@@ -531,6 +535,8 @@ class RibbitApp(App[int]):
             await transcript.add_notice("the session is not open yet", "warning")
         elif command == "/mode":
             await self.set_mode(arg)
+        elif command == "/think":
+            await self.set_reasoning(arg)
         elif self.busy:
             await transcript.add_notice(f"{command} waits until the agent stops; press Esc to stop it", "warning")
         elif command == "/model":
@@ -541,6 +547,10 @@ class RibbitApp(App[int]):
             self.push_screen(SessionDiffScreen(self.session_changes()))
         elif command == "/undo":
             self.undo()
+        elif command == "/init":
+            await transcript.add_user("/init")
+            await transcript.add_notice("asking the model to draft AGENTS.md; its Write is shown as a diff like any other")
+            self.start_task(INIT_TASK)
         elif command == "/clear":
             await transcript.clear()
             session = self.workspace.session
@@ -562,6 +572,30 @@ class RibbitApp(App[int]):
         policy.mode = mode  # type: ignore[assignment]
         self.main.status.mode = mode
         await transcript.add_notice(f"mode is now {mode}")
+
+    async def set_reasoning(self, arg: str) -> None:
+        """`/think on|off`: applies from the next turn (the running task's too); nothing is read again."""
+        assert self.workspace is not None
+        transcript, session = self.main.transcript, self.workspace.session
+        info = session.model.info
+        no_switch = no_reasoning_switch(info)
+        if not arg:
+            state = session.reasoning_state()
+            if info.reasoning is None:
+                await transcript.add_notice(no_switch)
+            elif state is None:
+                await transcript.add_notice("reasoning is as the server's default; /think on|off asks the server to switch it")
+            else:
+                await transcript.add_notice(f"reasoning is {'on' if state else 'off'}; /think on|off switches it")
+            return
+        if arg not in ("on", "off"):
+            await transcript.add_notice(f"/think takes on or off, not {arg!r}", "error")
+            return
+        if not session.set_reasoning(arg == "on"):
+            await transcript.add_notice(no_switch + f"; /think {arg} applies to a model you switch to with /model", "warning")
+            return
+        self.main.status.reasoning = reasoning_label(session)
+        await transcript.add_notice(f"reasoning {arg} from the next turn (the conversation so far is not read again)")
 
     def describe_model(self) -> str:
         if self.model is None:
@@ -658,6 +692,12 @@ class RibbitApp(App[int]):
             return None
 
 
+def reasoning_label(session: AgentSession) -> str:
+    """The status bar's reasoning field: on / off, or empty when the model has no switch."""
+    state = session.reasoning_state()
+    return "" if state is None else ("on" if state else "off")
+
+
 def make_app(
     repo: str | Path = ".",
     model: str | ChatModel | None = None,
@@ -666,8 +706,10 @@ def make_app(
     context: int = 131_072,
     no_sandbox: bool = False,
     limits: Limits | None = None,
+    reasoning: bool | None = None,
 ) -> RibbitApp:
     """The one way to build the app: used by `ribbit` (tui_main) and by the tests."""
     return RibbitApp(
-        AppConfig(repo=Path(repo), model=model, mode=mode, context=context, no_sandbox=no_sandbox, limits=limits)
+        AppConfig(repo=Path(repo), model=model, mode=mode, context=context, no_sandbox=no_sandbox, limits=limits,
+                  reasoning=reasoning)
     )

@@ -45,6 +45,12 @@ def temperature(text: str) -> float:
     return value
 
 
+def on_off(text: str) -> bool:
+    if text not in ("on", "off"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not on or off")
+    return text == "on"
+
+
 def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repo", default=".", help="repository to work in (default: current folder)")
     parser.add_argument("--model", default=None, help="model SPEC: default, /path/model.gguf, openai:URL[#MODEL], replay:FILE")
@@ -54,6 +60,9 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--draft", default="auto", choices=DRAFT_MODES,
                         help="speculative decoding drafts: prompt lookup, the model's MTP head, both (auto), or none")
     parser.add_argument("--temperature", type=temperature, default=None, help="sampling temperature (0: greedy)")
+    parser.add_argument("--reasoning", type=on_off, default=None, metavar="on|off",
+                        help="think before answering, for models whose chat template has the switch "
+                             "(default: the model's own; on for FrogNano)")
 
 
 def apply_engine_options(args: argparse.Namespace) -> None:

@@ -158,7 +158,7 @@ def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: I
             return run_review(model, args, task, limits, sink, StdinApprover(reader, sys.stderr), stdout)
         workspace = open_workspace(
             model, Path(args.repo), mode=args.mode, approver=StdinApprover(reader, sys.stderr), sink=sink,
-            limits=limits, no_sandbox=args.no_sandbox,
+            limits=limits, no_sandbox=args.no_sandbox, reasoning=args.reasoning,
         )
         try:
             summary = run_interruptibly(workspace.session, task)

@@ -17,6 +17,7 @@ def tui_main(args: argparse.Namespace) -> int:
         return 1
     app = make_app(
         root, args.model, mode=args.mode, context=args.context, no_sandbox=getattr(args, "no_sandbox", False),
+        reasoning=args.reasoning,
     )
     try:
         code = app.run()

@@ -28,6 +28,19 @@ class ContextFull(ModelError):
     """The conversation no longer fits the context window."""
 
 
+class ReasoningSwitch(BaseModel):
+    """How a model's reasoning is turned on and off per turn (`--reasoning`, `/think`)."""
+
+    # "template": the GGUF's chat template reads `enable_thinking`, which ribbit sets when it renders;
+    # "server": sent as `chat_template_kwargs.enable_thinking` for the server's template, which may ignore it.
+    via: Literal["template", "server"]
+    # What the model does when not told (None: the server decides).
+    default_on: bool | None = True
+    # Whether the generation prompt ends inside an open `<think>` block with reasoning on / off.
+    opens_when_on: bool = False
+    opens_when_off: bool = False
+
+
 class ModelInfo(BaseModel):
     name: str
     path: str | None = None
@@ -45,6 +58,14 @@ class ModelInfo(BaseModel):
     drafting: str | None = None
     # Prompt tokens/s this backend measured on this machine (None until a long enough prompt was read).
     prompt_tokens_per_s: float | None = None
+    # None: the model has no reasoning switch (it reasons, or not, as its template says).
+    reasoning: ReasoningSwitch | None = None
+
+    def opens_reasoning_for(self, reasoning: bool | None) -> bool:
+        """Whether a turn's output starts inside `<think>` with reasoning set on / off (None: default)."""
+        if reasoning is None or self.reasoning is None or self.reasoning.via != "template":
+            return self.opens_reasoning
+        return self.reasoning.opens_when_on if reasoning else self.reasoning.opens_when_off
 
 
 class Usage(BaseModel):
@@ -89,6 +110,8 @@ class GenerationRequest:
     messages: Sequence[ChatMessage]
     tools: Sequence[ToolSpec]
     max_tokens: int = 8192
+    # Reasoning on / off for this turn (None: the model's default); ignored by models without a switch.
+    reasoning: bool | None = None
     # Polled between tokens (and between prompt batches); True stops the turn cleanly.
     should_stop: Callable[[], bool] = field(default=lambda: False)
 

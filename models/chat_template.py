@@ -8,6 +8,7 @@ finished assistant turn, by rendering them after a fixed stand-in prefix and cut
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -39,6 +40,22 @@ def detect_dialect(template: str) -> Dialect:
     return "json"
 
 
+@dataclass(frozen=True)
+class TemplateReasoning:
+    """What the template does with `enable_thinking` (Qwen3 / Qwen3.5 / FrogNano templates read it)."""
+
+    switch: bool  # True and False render different generation prompts
+    default_on: bool  # left undefined, the template behaves as with True
+    opens_when_on: bool  # the generation prompt ends inside an open `<think>` block
+    opens_when_off: bool
+    opens_by_default: bool
+
+    def opens(self, enable_thinking: bool | None) -> bool:
+        if enable_thinking is None or not self.switch:
+            return self.opens_by_default
+        return self.opens_when_on if enable_thinking else self.opens_when_off
+
+
 def _raise(message: str) -> None:
     raise TemplateError(message)
 
@@ -60,16 +77,22 @@ class ChatTemplate:
             self._template = env.from_string(self.source)
         except TemplateError as exc:
             raise ModelError(f"the model's chat template does not compile: {exc}") from None
+        # The `enable_thinking` value every render passes (None: leave it undefined, the template's default).
+        # Set per turn by the backend; only the generation prompt depends on it, so switching it mid-session
+        # changes what is appended next and nothing already in the stream.
+        self.enable_thinking: bool | None = None
         # After a generated turn the stream gets `turn_close + turn_end`, exactly as a full render has it.
         self.turn_close, self.turn_end = self._find_turn_end()
         # Gemma 4 GGUFs with the first template: tool results go on the assistant message (models.dialects.gemma4).
         self.legacy_tool_results = self.dialect == "gemma4" and not gemma4.renders_tool_messages(
             lambda messages: self.render(messages, None, True))
-        self.opens_reasoning = self.render(self._stand_in_base()[:2], None, True).rstrip().endswith("<think>")
+        self.reasoning = self._find_reasoning_switch()
+        self.opens_reasoning = self.reasoning.opens_by_default
 
     # -- full renders ---------------------------------------------------------------------------
 
     def render(self, messages: list[dict[str, Any]], tools: list[ToolSpec] | None, add_generation_prompt: bool) -> str:
+        extra = {} if self.enable_thinking is None else {"enable_thinking": self.enable_thinking}
         try:
             return self._template.render(
                 messages=messages,
@@ -77,6 +100,7 @@ class ChatTemplate:
                 add_generation_prompt=add_generation_prompt,
                 bos_token=self.bos_token,
                 eos_token=self.eos_token,
+                **extra,
             )
         except TemplateError as exc:
             raise ModelError(f"the model's chat template failed: {exc}") from None
@@ -147,6 +171,28 @@ class ChatTemplate:
             {"role": "user", "content": "U"},
             {"role": "assistant", "content": _STAND_IN},
         ]
+
+    def _find_reasoning_switch(self) -> TemplateReasoning:
+        """Whether `enable_thinking` changes the generation prompt, and where each setting leaves the output."""
+        saved = self.enable_thinking
+        prompts: dict[bool | None, str] = {}
+        try:
+            for value in (None, True, False):
+                self.enable_thinking = value
+                try:
+                    prompts[value] = self.render(self._stand_in_base()[:2], None, True).rstrip()
+                except ModelError:
+                    prompts[value] = ""
+        finally:
+            self.enable_thinking = saved
+
+        def opens(value: bool | None) -> bool:
+            return prompts[value].endswith("<think>")
+
+        return TemplateReasoning(
+            switch=prompts[True] != prompts[False], default_on=prompts[None] == prompts[True],
+            opens_when_on=opens(True), opens_when_off=opens(False), opens_by_default=opens(None),
+        )
 
     def _find_turn_end(self) -> tuple[str, str]:
         """(end-of-turn marker, separator) the template writes after an assistant's content."""

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from models.base import (
-    Chunk, ContextFull, GenerationRequest, ModelError, ModelInfo, PrefillProgress, TextChunk, TurnEnd, Usage,
+    Chunk, ContextFull, GenerationRequest, ModelError, ModelInfo, PrefillProgress, ReasoningSwitch, TextChunk,
+    TurnEnd, Usage,
 )
 from models.chat import ChatMessage, ToolSpec
 from models.chat_template import ChatTemplate
@@ -135,6 +136,15 @@ def check_model_file(path: Path) -> None:
         )
 
 
+def template_reasoning_switch(template: ChatTemplate) -> ReasoningSwitch | None:
+    """The model's reasoning switch, if its template reads `enable_thinking`."""
+    found = template.reasoning
+    if not found.switch:
+        return None
+    return ReasoningSwitch(via="template", default_on=found.default_on, opens_when_on=found.opens_when_on,
+                           opens_when_off=found.opens_when_off)
+
+
 def fingerprint(message: ChatMessage) -> str:
     return message.model_dump_json()
 
@@ -160,6 +170,7 @@ class LlamaCppModel:
         prefill_chunk: int = PREFILL_CHUNK,
         draft: DraftMode = "auto",
         adapt_threads: bool = True,
+        chat_template: str | None = None,
     ) -> None:
         check_model_file(path)
         if draft not in DRAFT_MODES:
@@ -208,8 +219,9 @@ class LlamaCppModel:
         self.response_prefix = ""
         meta = dict(self.llm.metadata)
         arch = meta.get("general.architecture", "")
+        # `chat_template` replaces the GGUF's own (a file whose template is missing or wrong; benchmarks).
         self.template = ChatTemplate(
-            meta.get("tokenizer.chat_template"),
+            chat_template or meta.get("tokenizer.chat_template"),
             bos_token=self._token_text(self.llm.token_bos()),
             eos_token=self._token_text(self.llm.token_eos()),
         )
@@ -227,6 +239,7 @@ class LlamaCppModel:
             threads=self.plan.threads.short() if self.plan.threads else str(self.plan.n_threads),
             threads_reason=self.plan.threads.reason() if self.plan.threads else "",
             drafting=self.drafting.describe(),
+            reasoning=template_reasoning_switch(self.template),
         )
         self.stop_ids = {self.llm.token_eos(), *self._tokenize(self.template.turn_close)}
         self._close_tokens = self._tokenize(self.template.turn_close + self.template.turn_end)
@@ -283,6 +296,8 @@ class LlamaCppModel:
 
     def generate(self, request: GenerationRequest) -> Iterator[Chunk]:
         messages, tools = list(request.messages), list(request.tools)
+        # Only the generation prompt reads it: a switch between turns appends, never re-renders.
+        self.template.enable_thinking = request.reasoning if self.info.reasoning is not None else None
         segments = self._prepare(messages, tools)
         new_tokens = [t for tokens, _ in segments for t in tokens]
         cached = self.llm.n_tokens
@@ -521,7 +536,7 @@ class LlamaCppModel:
         meter.start()
         finish = "stop"
         sampler = self.llm.sampler(**self.sampling)  # one sampler per turn keeps its state
-        watcher = self._grammar_watcher(tools)
+        watcher = self._grammar_watcher(tools, self.info.opens_reasoning_for(request.reasoning))
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         produced = 0
         self._pending = []  # the turn's close comes with the next messages (_continuation)
@@ -652,14 +667,14 @@ class LlamaCppModel:
             self.info.drafting = self.drafting.describe()
             self.llm.close_mtp()
 
-    def _grammar_watcher(self, tools: list[ToolSpec]) -> _GrammarWatcher | None:
+    def _grammar_watcher(self, tools: list[ToolSpec], opens_reasoning: bool) -> _GrammarWatcher | None:
         if not self.use_grammar or not tools:
             return None
         key = "|".join(t.model_dump_json() for t in tools)
         if key not in self._grammars:
             self._grammars[key] = tool_call_grammar(self.info.dialect, tools, self.info.opens_reasoning)
         grammar = self._grammars[key]
-        return _GrammarWatcher(self, grammar, tools) if grammar is not None else None
+        return _GrammarWatcher(self, grammar, tools, opens_reasoning) if grammar is not None else None
 
     def _constrained_sampler(self, gbnf: str) -> Any:
         """The turn's sampler chain with a (non-lazy) grammar after the penalties."""
@@ -709,14 +724,14 @@ class _GrammarWatcher:
     whole turn at every token (quadratic, and it recurses on long reasoning).
     """
 
-    def __init__(self, model: LlamaCppModel, grammar: ToolCallGrammar, tools: list[ToolSpec]) -> None:
+    def __init__(self, model: LlamaCppModel, grammar: ToolCallGrammar, tools: list[ToolSpec], opens_reasoning: bool) -> None:
         self.model = model
         self.grammar = grammar
         self.names = [t.name for t in tools]
         self.buffer = bytearray()
         self.starts: list[int] = []
         self.tokens: list[int] = []
-        self.armed = not model.info.opens_reasoning
+        self.armed = not opens_reasoning  # inside reasoning, a call starts only after `</think>`
         self.dead = False
         self.scan_from = 0
         if grammar.dialect == "json":

@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, Field
 
 from models.api_keys import DEFAULT_KEY_ENV, ENV_NAME, StreamRedactor, redact, take_api_key
-from models.base import Chunk, GenerationRequest, ModelError, ModelInfo, TextChunk, TurnEnd, Usage
+from models.base import Chunk, GenerationRequest, ModelError, ModelInfo, ReasoningSwitch, TextChunk, TurnEnd, Usage
 from models.chat import ChatMessage, ToolCall
 
 CONNECT_TIMEOUT = 10.0
@@ -157,8 +157,10 @@ class OpenAICompatibleModel:
             self.model = model
             if probe:
                 self._probe()
+        # Whether the server's template reads `enable_thinking` cannot be known from here: it is sent
+        # (chat_template_kwargs: llama-server, vLLM, SGLang) only when the user set reasoning on or off.
         self.info = ModelInfo(name=self.model, path=self.base_url, dialect="native", native_tools=True,
-                              context_length=context)
+                              context_length=context, reasoning=ReasoningSwitch(via="server", default_on=None))
         self._context = 0
 
     @classmethod
@@ -187,6 +189,8 @@ class OpenAICompatibleModel:
             body["temperature"] = self.temperature
         if self.seed is not None:
             body["seed"] = self.seed
+        if request.reasoning is not None:
+            body["chat_template_kwargs"] = {"enable_thinking": request.reasoning}
         started = time.perf_counter()
         try:
             connection, response = self._request("POST", "/chat/completions", body, request.should_stop)

@@ -19,6 +19,8 @@ def isolated_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     state = tmp_path_factory.mktemp("state")
     monkeypatch.setenv("XDG_STATE_HOME", str(state))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+    # The user's own settings and global AGENTS.md (agent.instructions) stay out of the tests.
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
     monkeypatch.delenv("RIBBIT_MODEL", raising=False)
     return state
 
@@ -72,3 +74,11 @@ def tree_bytes(root: Path) -> dict[str, bytes]:
         for p in sorted(root.rglob("*"))
         if p.is_file() and ".git" not in p.relative_to(root).parts
     }
+
+
+@pytest.fixture(scope="session")
+def thinking_qwen35(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny qwen35 GGUF with the real Qwen3.5 chat template (tests/engine/tiny_qwen35.py), built once."""
+    from tests.engine.tiny_qwen35 import build_tiny_qwen35
+
+    return build_tiny_qwen35(tmp_path_factory.mktemp("thinking-qwen35"))

@@ -10,7 +10,9 @@ from agent.apply import detect_newline, is_binary, to_lf, with_newline
 from agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
 from agent.tools.files import MAX_EDIT_BYTES, read_for_edit
 from agent.tools.paths import display_path, resolve_in_root
+from agent.tools.loose_match import AmbiguousLooseMatch, find_loose
 from agent.tools.read import format_numbered
+from agent.tools.syntax_check import python_syntax_note
 from agent.tools.write import partial_text, rejection_text
 
 CONTEXT_LINES = 3
@@ -110,10 +112,24 @@ class EditTool(Tool[EditArgs]):
         # CRLF files are matched as LF and written back with CRLF.
         text, old, new = to_lf(original), to_lf(args.old_string), to_lf(args.new_string)
         count = text.count(old)
+        note = ""
         if not count:
-            region = closest_region(text, old)
-            hint = f"\nThe closest region of {shown}:\n{region}" if region else ""
-            raise ToolError(f"old_string was not found in {shown}.{hint}")
+            # Whitespace-only differences (indentation, tabs, trailing spaces): applied when unique.
+            try:
+                loose = find_loose(text, old, new)
+            except AmbiguousLooseMatch as many:
+                where = ", ".join(str(n) for n in many.lines[:20])
+                places = str(len(many.lines)) if len(many.lines) <= 20 else "more than 20"
+                raise ToolError(
+                    f"old_string was not found in {shown} as written; ignoring whitespace it matches {places} "
+                    f"places (starting at lines {where}). Copy the exact text from a Read, with more lines to make it unique"
+                ) from None
+            if loose is None:
+                region = closest_region(text, old)
+                hint = f"\nThe closest region of {shown}:\n{region}" if region else ""
+                raise ToolError(f"old_string was not found in {shown}.{hint}")
+            old, new, note = text[loose.start : loose.end], loose.new_text, loose.note(shown) + "\n"
+            count = 1
         found = occurrences(text, old, SHOWN_OCCURRENCES)
         if count > 1 and not args.replace_all:
             where = ", ".join(str(line) for line in dict.fromkeys(line_numbers(text, found)))
@@ -133,11 +149,13 @@ class EditTool(Tool[EditArgs]):
         if not outcome.applied:
             return rejection_text(shown, outcome.reason)
         if outcome.applied_hunks is not None:
-            return partial_text(shown, outcome.applied_hunks, outcome.total_hunks)
+            return partial_text(shown, outcome.applied_hunks, outcome.total_hunks) + python_syntax_note(
+                path, shown, outcome.text or "")
         first = line_of(edited, found[0])
         last = first + new.count("\n")
         lines = edited.split("\n")
         start = max(1, first - CONTEXT_LINES)
         end = min(len(lines), last + CONTEXT_LINES)
         more = f" ({count} occurrences replaced; the first is shown)" if count > 1 and args.replace_all else ""
-        return f"Edited {shown}{more}. The region now reads:\n" + format_numbered(lines[start - 1 : end], start)
+        region = format_numbered(lines[start - 1 : end], start)
+        return note + f"Edited {shown}{more}. The region now reads:\n" + region + python_syntax_note(path, shown, edited)

@@ -6,6 +6,7 @@ from agent.apply import is_binary
 from agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
 from agent.tools.files import MAX_EDIT_BYTES, read_for_edit
 from agent.tools.paths import display_path, resolve_in_root
+from agent.tools.syntax_check import python_syntax_note
 
 
 class WriteArgs(ToolArgs):
@@ -57,8 +58,9 @@ class WriteTool(Tool[WriteArgs]):
         if not outcome.applied:
             return rejection_text(shown, outcome.reason)
         if outcome.applied_hunks is not None:
-            return partial_text(shown, outcome.applied_hunks, outcome.total_hunks)
+            return partial_text(shown, outcome.applied_hunks, outcome.total_hunks) + python_syntax_note(
+                path, shown, outcome.text or "")
         lines = args.content.count("\n") + (0 if args.content.endswith("\n") or not args.content else 1)
         verb = "Created" if old_text is None else "Replaced"
-        return f"{verb} {shown} ({lines} lines)."
+        return f"{verb} {shown} ({lines} lines)." + python_syntax_note(path, shown, args.content)
 

@@ -17,9 +17,12 @@ SLASH_COMMANDS: dict[str, str] = {
     "/clear": "clear the transcript and start a new conversation",
     "/mode": "show or set the approval mode: /mode ask|auto-edit|full-auto",
     "/model": "show the model in use, or switch to another: /model SPEC",
+    "/think": "reasoning on or off from the next turn: /think on|off",
+    "/init": "ask the model to draft an AGENTS.md for this repository (shown as a diff)",
     "/quit": "quit ribbit",
 }
 MODE_ARGS = ("ask", "auto-edit", "full-auto")
+COMMAND_ARGS: dict[str, tuple[str, ...]] = {"/mode": MODE_ARGS, "/think": ("on", "off")}
 
 
 def completions(text: str) -> list[str]:
@@ -28,9 +31,8 @@ def completions(text: str) -> list[str]:
         return []
     if " " in text:
         command, _, arg = text.partition(" ")
-        if command == "/mode":
-            return [f"/mode {m}" for m in MODE_ARGS if m.startswith(arg) and m != arg]
-        return []
+        options = COMMAND_ARGS.get(command, ())
+        return [f"{command} {m}" for m in options if m.startswith(arg) and m != arg]
     return [c for c in SLASH_COMMANDS if c.startswith(text) and c != text]
 
 

@@ -37,6 +37,8 @@ class StatusBar(Static):
     # (done, total, eta seconds or None) while the model reads its prompt
     prefill: reactive[tuple[int, int, float | None] | None] = reactive(None)
     mode: reactive[str] = reactive("ask")
+    # "on" / "off" for a model with a reasoning switch, "" otherwise
+    reasoning: reactive[str] = reactive("")
     sandboxed: reactive[bool | None] = reactive(None)
     external_changes: reactive[int] = reactive(0)
     activity: reactive[str] = reactive("")
@@ -58,6 +60,8 @@ class StatusBar(Static):
             left = f" ~{human_seconds(eta)} left" if eta is not None else ""
             parts.append((f"reading prompt {pct}% ({done}/{total}){left}", "bold yellow"))
         parts.append((f"mode {self.mode}", "bold cyan" if self.mode != "ask" else ""))
+        if self.reasoning:
+            parts.append((f"think {self.reasoning}", "" if self.reasoning == "on" else "bold"))
         if self.sandboxed is not None:
             parts.append(("sandbox on" if self.sandboxed else "sandbox OFF", "" if self.sandboxed else "bold red"))
         if self.external_changes:
