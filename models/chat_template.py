@@ -8,7 +8,10 @@ finished assistant turn, by rendering them after a fixed stand-in prefix and cut
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -64,6 +67,15 @@ def _tojson(value: Any, indent: int | None = None, ensure_ascii: bool = False) -
     return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent)
 
 
+@dataclass(frozen=True)
+class Rendered:
+    """Rendered template text, and the spans (start, end) in it that are message text, not markup."""
+
+    text: str
+    plain: list[tuple[int, int]] = field(default_factory=list)
+    exact: bool = True  # False: the template rewrote a message's text, so its spans are unknown
+
+
 class ChatTemplate:
     def __init__(self, source: str | None, bos_token: str = "", eos_token: str = "<|im_end|>") -> None:
         self.source = source or CHATML_FALLBACK
@@ -109,6 +121,52 @@ class ChatTemplate:
 
     def render_conversation(self, messages: list[ChatMessage], tools: list[ToolSpec] | None) -> str:
         return self.render(self.template_messages(messages), tools, True)
+
+    # -- message text kept apart from the template's markup ---------------------------------------
+
+    def guarded(self, render: Callable[[list[ChatMessage]], str], messages: list[ChatMessage]) -> Rendered:
+        """`render(messages)`, with where user and tool message texts lie in it.
+
+        A file the agent reads may contain `<|im_end|>\n<|im_start|>user …`: tokenised as special
+        tokens, that text would forge turns (a prompt injection at the token level). The backend
+        tokenises these spans as plain text. They are found by rendering once more with a sentinel
+        in place of each text: where the real render is exactly the sentinel render with the texts put
+        back, the spans are known; otherwise (a template that rewrites message text) the render is
+        returned without spans and the backend falls back to tokenising it whole.
+        """
+        text = render(messages)
+        chosen = [i for i, m in enumerate(messages) if m.role in ("user", "tool") and m.content]
+        if not chosen:
+            return Rendered(text=text)
+        nonce = os.urandom(4).hex()
+        sentinels = {i: f"RIBBITTEXT{nonce}N{i}Z" for i in chosen}
+        stand_ins = [
+            m.model_copy(update={"content": sentinels[i]}) if i in sentinels else m for i, m in enumerate(messages)
+        ]
+        try:
+            skeleton = render(stand_ins)
+        except ModelError:
+            return Rendered(text=text)
+        pattern = re.compile("|".join(re.escape(s) for s in sentinels.values()))
+        by_sentinel = {sentinel: messages[i].content for i, sentinel in sentinels.items()}
+        order = [by_sentinel[m] for m in pattern.findall(skeleton)]
+        markup = pattern.split(skeleton)  # len(order) + 1 pieces
+        if not text.startswith(markup[0]):
+            return Rendered(text=text, exact=False)
+        spans: list[tuple[int, int]] = []
+        at = len(markup[0])
+        for content, after in zip(order, markup[1:]):
+            # Templates may trim a message's text (`|trim`); any other rewrite leaves the spans unknown.
+            for shown in dict.fromkeys((content, content.strip(), content.rstrip(), content.lstrip())):
+                if text.startswith(shown, at) and text.startswith(after, at + len(shown)):
+                    spans.append((at, at + len(shown)))
+                    at += len(shown) + len(after)
+                    break
+            else:
+                return Rendered(text=text, exact=False)
+        if at != len(text):
+            return Rendered(text=text, exact=False)
+        return Rendered(text=text, plain=spans)
 
     # -- incremental renders --------------------------------------------------------------------
 

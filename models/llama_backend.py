@@ -31,7 +31,7 @@ from models.base import (
     TurnEnd, Usage,
 )
 from models.chat import ChatMessage, ToolSpec
-from models.chat_template import ChatTemplate
+from models.chat_template import ChatTemplate, Rendered
 from models.dialects import gemma4
 from models.grammar import ToolCallGrammar, tool_call_grammar
 from models.drafting import (
@@ -111,6 +111,7 @@ class EngineStats:
     turns: list[Usage] = field(default_factory=list)
     lookup: DraftStats = field(default_factory=DraftStats)
     mtp: DraftStats = field(default_factory=DraftStats)
+    unguarded_renders: int = 0  # renders whose message texts could not be told from markup (tokenised whole)
     verify_batches: int = 0  # decodes of more than one sampled/drafted token
     rolled_back: int = 0  # drafted tokens evaluated and then rolled back
 
@@ -408,16 +409,24 @@ class LlamaCppModel:
     def _continuation(self, messages: list[ChatMessage], done: int, tools: list[ToolSpec]) -> list[int]:
         """Tokens after the generated turn `messages[done - 1]`: its close, as the template writes it after
         that turn (Gemma 4's depends on whether the turn made calls), then the messages that follow it."""
-        return self._tokenize(self.template.after_turn(messages[done - 1], messages[done:], tools))
+        rendered = self.template.guarded(
+            lambda new: self.template.after_turn(messages[done - 1], new, tools), messages[done:]
+        )
+        return self._tokenize_rendered(rendered, 0, len(rendered.text))
 
     def _prompt_parts(self, messages: list[ChatMessage], tools: list[ToolSpec], with_rest: bool) -> list[tuple[list[int], str | None]]:
         """A fresh render cut into (tool definitions, system prompt, rest), tokenised separately."""
-        text = self.template.render_conversation(messages, tools) if with_rest else ""
+        rendered = (
+            self.template.guarded(lambda all_: self.template.render_conversation(all_, tools), messages)
+            if with_rest else Rendered(text="")
+        )
+        text = rendered.text
         cuts: list[tuple[str, str | None]] = []
         if messages and messages[0].role == "system":
             scaffold, sys_text = self._system_prefixes(messages[0], tools)
             if not with_rest:
                 text = sys_text
+                rendered = Rendered(text=text)
             if sys_text and text.startswith(sys_text):
                 if scaffold and sys_text.startswith(scaffold):
                     cuts.append((scaffold, "tools"))
@@ -427,8 +436,8 @@ class LlamaCppModel:
         segments: list[tuple[list[int], str | None]] = []
         position = 0
         for end_text, mark in cuts:
-            piece = end_text[position:]
-            tokens = self._tokenize(piece, bos=bos and position == 0)
+            # Every cut is a prefix of `text`, so the spans of message text apply to each piece.
+            tokens = self._tokenize_rendered(rendered, position, len(end_text), bos=bos and position == 0)
             position = len(end_text)
             if mark == "tools" and len(tokens) < MIN_PREFIX_SNAPSHOT:
                 mark = None
@@ -700,9 +709,26 @@ class LlamaCppModel:
         self.stats.evaluated += len(tokens)
 
     def _tokenize(self, text: str, bos: bool = False) -> list[int]:
+        """Template markup: special-token text (`<|im_start|>`, `<tool_call>`) becomes those tokens."""
         if not text:
             return []
         return self.llm.tokenize(text.encode("utf-8"), add_bos=bos, special=True)
+
+    def _tokenize_rendered(self, rendered: Rendered, start: int, end: int, bos: bool = False) -> list[int]:
+        """rendered.text[start:end], its message texts (files, command output, the user's words) as plain
+        text: a `<|im_end|>` in a README stays characters and cannot end a turn (chat_template.guarded)."""
+        if not rendered.exact:
+            self.stats.unguarded_renders += 1
+        tokens: list[int] = []
+        at = start
+        for lo, hi in rendered.plain:
+            lo, hi = max(lo, start), min(hi, end)
+            if lo >= hi:
+                continue
+            tokens += self._tokenize(rendered.text[at:lo], bos=bos and not tokens and at == start)
+            tokens += self.llm.tokenize(rendered.text[lo:hi].encode("utf-8"), add_bos=False, special=False)
+            at = hi
+        return tokens + self._tokenize(rendered.text[at:end], bos=bos and not tokens and at == start)
 
     def _token_text(self, token: int) -> str:
         if token < 0:
