@@ -2,13 +2,13 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from functools import lru_cache
 from pathlib import Path
 
 import pathspec
 from pydantic import Field
 
+from agent.gitcmd import GitError, is_git_dir_name, session_repo
 from agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
 from agent.tools.paths import display_path, resolve_in_root
 
@@ -64,16 +64,28 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
 
 
 def repo_files(root: Path) -> list[str]:
-    """Non-ignored files, relative to root: git's own view when it is a repo, else a .gitignore walk."""
-    if (root / ".git").exists():
+    """Non-ignored files, relative to root.
+
+    Git's own view, from the repository (or private journal) the session fixed when it started
+    (agent/gitcmd.py: never a `.git` found now, nothing a config names runs); a folder holding
+    its own `.git` is walked here, since git does not look inside. Without a session: a
+    .gitignore walk.
+    """
+    repo = session_repo(root)
+    if repo is not None:
         try:
-            out = subprocess.run(
-                ["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                capture_output=True, check=True, timeout=60,
-            ).stdout
-            return [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p and (root / p).is_file()]
-        except (OSError, subprocess.SubprocessError):
-            pass
+            out = repo.out("ls-files", "-z", "--cached", "--others", "--exclude-standard", cwd=root)
+        except GitError:
+            return walk_with_gitignore(root)
+        files: list[str] = []
+        for rel in os.fsdecode(out).split("\0"):
+            if not rel or any(is_git_dir_name(part) for part in rel.split("/")):
+                continue
+            if rel.endswith("/"):
+                files.extend(rel + sub for sub in walk_with_gitignore(root / rel))
+            elif (root / rel).is_file():
+                files.append(rel)
+        return files
     return walk_with_gitignore(root)
 
 
@@ -86,7 +98,8 @@ def walk_with_gitignore(root: Path) -> list[str]:
         ignore_file = Path(folder) / ".gitignore"
         if ignore_file.is_file():
             try:
-                lines = ignore_file.read_text(errors="replace").splitlines()
+                with ignore_file.open("rb") as handle:  # a regular file (is_file); at most 1 MiB of it
+                    lines = handle.read(1 << 20).decode("utf-8", "replace").splitlines()
                 specs.append((rel_folder, pathspec.PathSpec.from_lines("gitignore", lines)))
             except OSError:
                 pass
@@ -94,8 +107,8 @@ def walk_with_gitignore(root: Path) -> list[str]:
         def ignored(rel: str) -> bool:
             return any(rel.startswith(base) and spec.match_file(rel[len(base):]) for base, spec in specs)
 
-        dirs[:] = [d for d in dirs if d != ".git" and not ignored(f"{rel_folder}{d}/")]
-        found.extend(f"{rel_folder}{name}" for name in files if not ignored(f"{rel_folder}{name}"))
+        dirs[:] = [d for d in dirs if not is_git_dir_name(d) and not ignored(f"{rel_folder}{d}/")]
+        found.extend(f"{rel_folder}{name}" for name in files if not is_git_dir_name(name) and not ignored(f"{rel_folder}{name}"))
     return found
 
 
