@@ -30,6 +30,7 @@ import subprocess
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 GIT_TIMEOUT_S = 600.0
@@ -115,7 +116,7 @@ def git_environment(overrides: Sequence[tuple[str, str]], extra: Mapping[str, st
     `read_user_config` keeps the user's global and system config visible: only for reading a
     value with `git config --get` (reading config runs nothing)."""
     env = {k: v for k, v in os.environ.items() if k in _KEPT_ENVIRONMENT or k.startswith("LC_")}
-    env["PATH"] = safe_search_path(env.get("PATH", os.defpath), work_tree)
+    env["PATH"] = os.pathsep.join(_safe_entries(env.get("PATH", os.defpath), tuple(sorted(_work_trees))))
     env.update(_HARDENED_ENVIRONMENT)
     if read_user_config:
         for key in ("GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_GLOBAL"):
@@ -130,14 +131,19 @@ def git_environment(overrides: Sequence[tuple[str, str]], extra: Mapping[str, st
 
 def safe_search_path(path: str, work_tree: Path | None) -> str:
     """PATH without relative entries and without folders inside the work tree (the agent writes there)."""
+    return os.pathsep.join(_safe_entries(path, (work_tree,) if work_tree is not None else ()))
+
+
+@lru_cache(maxsize=64)
+def _safe_entries(path: str, work_trees: tuple[Path, ...]) -> tuple[str, ...]:
     kept = []
     for entry in path.split(os.pathsep):
         if not entry or not os.path.isabs(entry):
             continue
-        if work_tree is not None and _is_within(Path(entry), work_tree):
+        if any(_is_within(Path(entry), folder) for folder in work_trees):
             continue
         kept.append(entry)
-    return os.pathsep.join(kept)
+    return tuple(kept)
 
 
 # Every folder ribbit has worked in, in this process: the agent may write there, so no git
@@ -148,12 +154,18 @@ _work_trees: set[Path] = set()
 def git_executable(work_tree: Path | None = None) -> str:
     """The git program: on an absolute PATH entry outside every work tree ribbit knows of.
 
-    Looked up on every call (a few stat calls): a program the agent drops into such a folder
-    later must not be picked up either."""
-    path = os.environ.get("PATH", os.defpath)
-    for folder in [*_work_trees, *([work_tree] if work_tree else [])]:
-        path = safe_search_path(path, folder)
-    for entry in safe_search_path(path, None).split(os.pathsep):
+    A folder ribbit starts working in later is excluded from then on."""
+    folders = set(_work_trees)
+    if work_tree is not None:
+        folders.add(work_tree.resolve())
+    return _find_git(os.environ.get("PATH", os.defpath), tuple(sorted(folders)))
+
+
+@lru_cache(maxsize=64)
+def _find_git(path: str, work_trees: tuple[Path, ...]) -> str:
+    """The first git on `path` outside `work_trees` (cached: those folders are where the agent
+    writes; the entries left are outside its reach)."""
+    for entry in _safe_entries(path, work_trees):
         candidate = os.path.join(entry, "git")
         if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return candidate
@@ -362,13 +374,19 @@ def is_git_dir_name(name: str) -> bool:
     """Whether a path component is `.git` on some file system: any case, HFS+ ignorable characters,
     NTFS trailing dots and spaces, `:stream` suffixes and the 8.3 short name `git~1` (as git's own
     verify_path rules, which refuse such paths in trees)."""
+    lowered = name.lower()
+    if name.isascii() and "git" not in lowered:
+        return False  # the common case, cheaply
     if name.translate(_HFS_IGNORABLE).lower() == ".git":
         return True
-    return name.lower().split(":", 1)[0].rstrip(". ") in (".git", "git~1")
+    return lowered.split(":", 1)[0].rstrip(". ") in (".git", "git~1")
 
 
 def unstorable_reason(rel: str, *, is_link: bool = False) -> str | None:
     """Why git cannot put this work-tree path in a tree (None if it can)."""
+    plain = rel.isascii() and not rel.startswith(".") and not rel.endswith("/") and "/." not in rel and "//" not in rel
+    if plain and "git" not in rel.lower():
+        return None  # the common case, cheaply
     parts = rel.split("/")
     if any(part in ("", ".", "..") for part in parts):
         return "not a valid path"

@@ -84,6 +84,7 @@ class WorkTreeIndex:
         self._seed: dict[str, tuple[TreeEntry, tuple[int, ...] | None]] | None = None  # the user's index
         self._left_out: set[str] = set()  # paths already named in a notice
         self._notices: list[str] = []
+        self._tree: str | None = None  # the tree the index held when last written
 
     def tree_now(self) -> str:
         """The tree object of the work tree as it is now (scope only; the rest as in the user's index)."""
@@ -92,10 +93,12 @@ class WorkTreeIndex:
             if self._seed is None:
                 self._seed = self._read_user_index()
             state = self._scan(top_fd)
-            self._update_index(state)
+            changed = self._update_index(state)
         finally:
             os.close(top_fd)
-        return self.objects.text("write-tree", env=self._index_env()).strip()
+        if changed or self._tree is None:
+            self._tree = self.objects.text("write-tree", env=self._index_env()).strip()
+        return self._tree
 
     def list_others(self, *, index: bool) -> tuple[list[str], list[tuple[str, str]]]:
         return self._list_others(index=index)
@@ -134,11 +137,11 @@ class WorkTreeIndex:
         state: dict[str, TreeEntry] = {}
         to_hash: list[tuple[str, os.stat_result]] = []
         links: list[tuple[str, os.stat_result, bytes]] = []
-        folders: dict[str, Blocked | None] = {}
+        folders: dict[str, Blocked | None] = {"": None}
         for rel in candidates:
+            known = self._known.get(rel)
             if not self._in_scope(rel):
                 seeded = self._seed.get(rel)
-                known = self._known.get(rel)
                 if known is not None or seeded is not None:
                     state[rel] = known if known is not None else seeded[0]  # type: ignore[index]
                 continue
@@ -151,21 +154,23 @@ class WorkTreeIndex:
                 if seeded is not None and seeded[0].mode == "160000":
                     state[rel] = seeded[0]
                 continue
-            reason = unstorable_reason(rel, is_link=stat.S_ISLNK(mode))
-            if reason:
-                problems.append((rel, reason))
-                continue
+            if known is None or stat.S_ISLNK(mode):  # a path already recorded was checked then
+                reason = unstorable_reason(rel, is_link=stat.S_ISLNK(mode))
+                if reason:
+                    problems.append((rel, reason))
+                    continue
             if stat.S_ISREG(mode):
-                entry_mode = "100755" if mode & stat.S_IXUSR else "100644"
                 sha = self._cached_id(rel, st)
                 if sha is None:
                     to_hash.append((rel, st))
-                else:
-                    state[rel] = TreeEntry(entry_mode, sha)
+                    continue
+                entry_mode = "100755" if mode & stat.S_IXUSR else "100644"
+                same = known is not None and known.sha == sha and known.mode == entry_mode
+                state[rel] = known if same else TreeEntry(entry_mode, sha)  # type: ignore[assignment]
             elif stat.S_ISLNK(mode):
                 sha = self._cached_id(rel, st)
                 if sha is not None:
-                    state[rel] = TreeEntry("120000", sha)
+                    state[rel] = known if known is not None and known.sha == sha else TreeEntry("120000", sha)  # type: ignore[assignment]
                 else:
                     try:
                         links.append((rel, st, os.readlink(os.fsencode(rel), dir_fd=top_fd)))
@@ -194,12 +199,14 @@ class WorkTreeIndex:
         return [p for p in os.fsdecode(proc.stdout).split("\0") if p], problems
 
     def _cached_id(self, rel: str, st: os.stat_result) -> str | None:
+        """The object id recorded for this path when its stat data was the same (else None)."""
         key = _stat_key(st)
         cached = self._stat_ids.get(rel)
         if cached is not None and cached[0] == key:
             return cached[1]
         seeded = self._seed.get(rel) if self._seed else None
         if seeded is not None and seeded[1] is not None and stat.S_ISREG(st.st_mode) and _matches_index(st, seeded[1]):
+            self._stat_ids[rel] = (key, seeded[0].sha)  # the user's index vouched for it
             return seeded[0].sha
         return None
 
@@ -266,8 +273,9 @@ class WorkTreeIndex:
             self._remember(rel, st, sha, started)
         return found
 
-    def _update_index(self, state: dict[str, TreeEntry]) -> None:
-        """Make the journal's own index hold exactly `state` (only the differences are sent)."""
+    def _update_index(self, state: dict[str, TreeEntry]) -> bool:
+        """Make the journal's own index hold exactly `state` (only the differences are sent);
+        whether anything changed."""
         zero = "0" * (64 if self.object_format == "sha256" else 40)
         records = [f"0 {zero}\t".encode() + os.fsencode(rel) for rel in self._known.keys() - state.keys()]
         changed = sorted(rel for rel, entry in state.items() if self._known.get(rel) != entry)
@@ -277,6 +285,7 @@ class WorkTreeIndex:
             state.pop(rel, None)
         self._report([(rel, "git refuses this path") for rel in refused])
         self._known = state
+        return bool(records)
 
     def _send_index_records(self, records: Sequence[bytes]) -> list[str]:
         """Feed records to `update-index --index-info`; a record git refuses is dropped (found by
@@ -428,7 +437,7 @@ def _gitignore_at(dir_fd: int) -> pathspec.PathSpec | None:
 def _lstat_confined(top_fd: int, rel: str, folders: dict[str, Blocked | None]) -> os.stat_result | Blocked | None:
     """lstat of a top-relative path whose every folder is a real folder (checked once per snapshot)."""
     parent = rel.rpartition("/")[0]
-    blocked = _folder_ok(top_fd, parent, folders) if parent else None
+    blocked = folders[parent] if parent in folders else _folder_ok(top_fd, parent, folders)
     if blocked is not None:
         return blocked
     try:
