@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -116,7 +117,7 @@ def git_environment(overrides: Sequence[tuple[str, str]], extra: Mapping[str, st
     `read_user_config` keeps the user's global and system config visible: only for reading a
     value with `git config --get` (reading config runs nothing)."""
     env = {k: v for k, v in os.environ.items() if k in _KEPT_ENVIRONMENT or k.startswith("LC_")}
-    env["PATH"] = os.pathsep.join(_safe_entries(env.get("PATH", os.defpath), tuple(sorted(_work_trees))))
+    env["PATH"] = os.pathsep.join(_safe_entries(env.get("PATH", os.defpath), _known_work_trees()))
     env.update(_HARDENED_ENVIRONMENT)
     if read_user_config:
         for key in ("GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_GLOBAL"):
@@ -149,16 +150,28 @@ def _safe_entries(path: str, work_trees: tuple[Path, ...]) -> tuple[str, ...]:
 # Every folder ribbit has worked in, in this process: the agent may write there, so no git
 # program is ever taken from a PATH entry inside one of them.
 _work_trees: set[Path] = set()
+_work_trees_lock = threading.Lock()
+
+
+def _add_work_tree(folder: Path) -> None:
+    resolved = folder.resolve()
+    with _work_trees_lock:
+        _work_trees.add(resolved)
+
+
+def _known_work_trees() -> tuple[Path, ...]:
+    with _work_trees_lock:
+        return tuple(sorted(_work_trees))
 
 
 def git_executable(work_tree: Path | None = None) -> str:
     """The git program: on an absolute PATH entry outside every work tree ribbit knows of.
 
     A folder ribbit starts working in later is excluded from then on."""
-    folders = set(_work_trees)
-    if work_tree is not None:
-        folders.add(work_tree.resolve())
-    return _find_git(os.environ.get("PATH", os.defpath), tuple(sorted(folders)))
+    folders = _known_work_trees()
+    if work_tree is not None and work_tree.resolve() not in folders:
+        folders = tuple(sorted({*folders, work_tree.resolve()}))
+    return _find_git(os.environ.get("PATH", os.defpath), folders)
 
 
 @lru_cache(maxsize=64)
@@ -280,7 +293,7 @@ class GitRepo:
     fifos: WorkTreeFifos = field(default_factory=WorkTreeFifos, repr=False)
 
     def __post_init__(self) -> None:
-        _work_trees.add(self.work_tree.resolve())
+        _add_work_tree(self.work_tree)
 
     def run(
         self, *args: str, input: bytes | None = None, env: Mapping[str, str] | None = None,
@@ -325,7 +338,7 @@ class GitRepo:
 
 def find_repository(folder: Path) -> GitRepo | None:
     """The repository `folder` belongs to, as it is now (call once, when a session starts); None if none."""
-    _work_trees.add(folder.resolve())
+    _add_work_tree(folder)
     proc = run_git(["rev-parse", "--absolute-git-dir", "--show-toplevel"], cwd=folder, check=False, work_tree=folder)
     if proc.returncode != 0:
         return None
