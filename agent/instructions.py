@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 import re
 import stat
-import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import BaseModel
 
+from agent.gitcmd import GitError, find_repository, session_repo
 from agent.sandbox_config import config_path, home_dir
 
 # Per folder, the first of these that exists is used (CLAUDE.md only where there is no AGENTS.md).
@@ -190,17 +190,20 @@ def load_instructions(
 
 
 def uncommitted_files(top: Path, files: list[InstructionFile]) -> list[str]:
-    """Which of `files` git sees as new or changed; [] when there is no git or it cannot tell."""
+    """Which of `files` git sees as new or changed; [] when there is no git or it cannot tell.
+
+    Through agent/gitcmd.py like every git call: the repository's config can make `git status` run
+    programs (fsmonitor, clean filters), and this runs on the host before any session starts.
+    """
     if not files or not (top / ".git").exists():
         return []
     names = [f.path.relative_to(top).as_posix() for f in files]
     try:
-        out = subprocess.run(
-            ["git", "-c", "core.fsmonitor=false", "-c", "core.quotepath=off", "-C", str(top), "status",
-             "--porcelain=v1", "-z", "--untracked-files=all", "--", *names],
-            capture_output=True, timeout=10, check=True,
-        ).stdout.decode("utf-8", "replace")
-    except (OSError, subprocess.SubprocessError):
+        repo = session_repo(top) or find_repository(top)
+        if repo is None:
+            return []
+        out = repo.text("status", "--porcelain=v1", "-z", "--untracked-files=all", "--", *names, cwd=top)
+    except (GitError, OSError):
         return []
     changed = {entry[3:] for entry in out.split("\0") if len(entry) > 3}
     return [f.shown for f, name in zip(files, names) if name in changed]

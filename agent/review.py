@@ -21,11 +21,12 @@ from typing import IO, Literal
 
 from pydantic import BaseModel
 
-from agent.apply import atomic_write, is_binary, remove_file
+from agent.apply import ApplyError, atomic_symlink, atomic_write, is_binary, remove_file, remove_tree, write_new_file
 from agent.approvals import Approver, PatchHunkApprovalRequest, RejectAll
 from agent.diffs import Hunk, apply_hunks, make_hunks
 from agent.events import EventSink, NoticeEvent, StopReason, SummaryEvent
-from agent.journal import GIT_ERRORS, Journal, JournalError, state_home, _one_line
+from agent.gitcmd import GitRepo
+from agent.journal import GIT_ERRORS, Blocked, Journal, JournalError, TreeEntry, _one_line, state_home
 from agent.loop import Limits, run_interruptibly
 from agent.workspace import Workspace, check_repo, open_workspace
 from models.base import ChatModel
@@ -88,9 +89,10 @@ class ReviewSession:
         self.live = Journal(self.root)
         self.live.sweep_temp_files()
         self.base = self.live.snapshot("review start")
-        self._folder = Path(tempfile.mkdtemp(prefix="review-", dir=_worktree_home()))
+        self._folder = Path(tempfile.mkdtemp(prefix="review-", dir=_worktree_home())).resolve()
         self._tree = self._folder / "tree"
         self._is_worktree = False
+        self._end: str | None = None
         self.workspace: Workspace | None = None
         try:
             self._make_tree()
@@ -112,18 +114,20 @@ class ReviewSession:
         return run_interruptibly(self.workspace.session, task)
 
     def proposal(self) -> ReviewProposal:
-        """The agent's whole patch against the live state at the start, split into reviewable items."""
+        """The agent's whole patch against the live state at the start, split into reviewable items.
+
+        Contents come from the journal's snapshot of the worktree, never from reading its files
+        again: what is reviewed is exactly what would be applied."""
         assert self.workspace is not None
         journal = self.workspace.journal
         end = journal.snapshot("end")
+        self._end = end
         paths = journal.changed_between(journal.snapshots[0], end)
-        work_root = journal.root
         files: list[ReviewFile] = []
         for rel in paths:
             old = self.live.read_blob(self.base, rel)
-            new_path = work_root / rel
-            new = new_path.read_bytes() if new_path.is_file() and not new_path.is_symlink() else None
-            if new_path.is_symlink() or (old is not None and old[1] == "120000"):
+            new = journal.read_blob(end, rel)
+            if (new is not None and new[1] == "120000") or (old is not None and old[1] == "120000"):
                 continue  # symlinks are not reviewed hunk by hunk; the agent rarely makes them
             if old is None and new is None:
                 continue
@@ -131,17 +135,23 @@ class ReviewSession:
                 "added" if old is None else "deleted" if new is None else "modified"
             )
             old_bytes = old[0] if old else b""
-            binary = is_binary(old_bytes) or (new is not None and is_binary(new))
-            hunks = [] if binary else make_hunks(old_bytes.decode("utf-8"), (new or b"").decode("utf-8"))
-            executable = bool(new is not None and os.stat(new_path).st_mode & 0o111)
+            new_bytes = new[0] if new else b""
+            binary = is_binary(old_bytes) or is_binary(new_bytes)
+            hunks = [] if binary else make_hunks(old_bytes.decode("utf-8"), new_bytes.decode("utf-8"))
+            executable = bool(new is not None and new[1] == "100755")
             files.append(ReviewFile(path=rel, status=status, binary=binary, hunks=hunks, executable=executable))
         patch = journal.diff(journal.snapshots[0], end)
         return ReviewProposal(files=files, patch=patch)
 
     def apply(self, proposal: ReviewProposal, selection: dict[str, list[int]]) -> ReviewResult:
-        """Apply the selected items to the live checkout, atomically per file."""
+        """Apply the selected items to the live checkout, atomically per file.
+
+        A file is only written if the live checkout still holds what the review started from,
+        reached without links (a link planted at the file or any folder above it, into or out of
+        the repository, is refused: agent/apply.py walks folders with O_NOFOLLOW when writing)."""
         assert self.workspace is not None
-        work_root = self.workspace.journal.root
+        journal = self.workspace.journal
+        end = self._end or journal.snapshot("end")
         applied: dict[str, list[int]] = {}
         skipped: dict[str, str] = {}
         for review_file in proposal.files:
@@ -151,24 +161,23 @@ class ReviewSession:
             rel = review_file.path
             live_path = self.root / rel
             old = self.live.read_blob(self.base, rel)
-            old_bytes = old[0] if old else None
-            now = live_path.read_bytes() if live_path.is_file() else None
-            if now != old_bytes:
-                skipped[rel] = "changed in your checkout since the review started"
+            why = self._live_differs(rel, old)
+            if why:
+                skipped[rel] = why
                 continue
             whole = len(chosen) == review_file.item_count
             try:
                 if review_file.status == "deleted" and whole:
                     remove_file(live_path)
                 elif review_file.binary or not review_file.hunks:
-                    data = (work_root / rel).read_bytes()
-                    atomic_write(live_path, data, _mode_for(live_path, review_file.executable), allow_binary=True)
+                    new = journal.read_blob(end, rel)
+                    atomic_write(live_path, new[0] if new else b"", allow_binary=True, executable=review_file.executable)
                 else:
-                    old_text = (old_bytes or b"").decode("utf-8")
+                    old_text = (old[0] if old else b"").decode("utf-8")
                     text = apply_hunks(old_text, review_file.hunks, set(chosen))
-                    atomic_write(live_path, text.encode("utf-8"), _mode_for(live_path, review_file.executable))
+                    atomic_write(live_path, text.encode("utf-8"), executable=review_file.executable)
             except OSError as exc:
-                skipped[rel] = f"could not be written: {exc.strerror or exc}"
+                skipped[rel] = f"could not be written: {exc.strerror if exc.strerror and not isinstance(exc, ApplyError) else exc}"
                 continue
             applied[rel] = chosen
         patch = ""
@@ -176,6 +185,17 @@ class ReviewSession:
             after = self.live.snapshot("review applied")
             patch = self.live.diff(self.base, after, sorted(applied))
         return ReviewResult(applied=applied, skipped=skipped, patch=patch)
+
+    def _live_differs(self, rel: str, old: tuple[bytes, str] | None) -> str | None:
+        """Why the live file is no longer what the review started from (None: it is)."""
+        now = self.live.disk_state(rel)
+        if isinstance(now, Blocked):
+            return f"{now.at} is {now.kind} in your checkout"
+        if old is None:
+            return None if now is None else "created in your checkout since the review started"
+        if not isinstance(now, TreeEntry) or now.mode == "120000" or self.live.blob_id(old[0]) != now.sha:
+            return "changed in your checkout since the review started"
+        return None
 
     def close(self) -> None:
         """Remove the worktree and its journal refs, whatever happened. Safe to call twice."""
@@ -185,21 +205,24 @@ class ReviewSession:
                 shutil.rmtree(self.workspace.journal.git_dir, ignore_errors=True)
             session_id = self.workspace.journal.session_id
             try:
-                refs = self.live._git("for-each-ref", "--format=%(refname)", f"{REVIEW_NAMESPACE}/{session_id}/")
+                refs = self.live.git.text("for-each-ref", "--format=%(refname)", f"{REVIEW_NAMESPACE}/{session_id}/")
                 for ref in refs.split():
-                    self.live._git("update-ref", "-d", ref)
+                    self.live.git.run("update-ref", "-d", ref)
             except GIT_ERRORS:
                 pass
             self.workspace = None
         if self._is_worktree:
             try:
-                self.live._git("worktree", "remove", "--force", str(self._tree))
+                self.live.git.run("worktree", "remove", "--force", str(self._tree))
             except GIT_ERRORS:
                 pass
-        shutil.rmtree(self._folder, ignore_errors=True)
+        try:
+            remove_tree(self._folder)  # however deep the agent made it
+        except OSError:
+            pass
         if self._is_worktree:
             try:
-                self.live._git("worktree", "prune")
+                self.live.git.run("worktree", "prune")
             except GIT_ERRORS:
                 pass
             self._is_worktree = False
@@ -219,37 +242,34 @@ class ReviewSession:
                 self._tree.mkdir()
                 self._export_raw()
                 return
-            self.live._git("worktree", "add", "--detach", "--no-checkout", str(self._tree), self.base)
+            self.live.git.run("worktree", "add", "--detach", "--no-checkout", str(self._tree), self.base)
             self._is_worktree = True
             # Populate it ourselves: a plain checkout would run eol/smudge filters, and the agent
             # must see the user's exact bytes.
-            wt_env = {"GIT_DIR": _worktree_git_dir(self._tree), "GIT_WORK_TREE": str(self._tree)}
-            self.live._git("read-tree", self.base, env=wt_env)
+            tree_git = GitRepo(git_dir=Path(_worktree_git_dir(self._tree)), work_tree=self._tree)
+            tree_git.run("read-tree", self.base)
             self._export_raw()
         except GIT_ERRORS as exc:
             raise JournalError(f"cannot create the review worktree: {_one_line(exc)}") from None
         try:  # fresh stat data, so `git status` in the worktree is quick and quiet
-            self.live._git("update-index", "-q", "--refresh", env=wt_env)
+            tree_git.run("update-index", "-q", "--refresh")
         except GIT_ERRORS:
             pass
 
     def _export_raw(self) -> None:
-        listing = self.live._git("ls-tree", "-r", "-z", self.base, "--", self.live.scope)
-        for record in filter(None, listing.split("\0")):
-            info, _, rel = record.partition("\t")
-            mode, kind, sha = info.split()
+        """The start snapshot's files, exact bytes, into the fresh tree (no filters, no links followed)."""
+        listing = self.live.git.out("ls-tree", "-r", "-z", self.base, "--", self.live.scope, env={"GIT_LITERAL_PATHSPECS": "1"})
+        for record in filter(None, listing.split(b"\0")):
+            info, _, name = record.partition(b"\t")
+            mode, kind, sha = info.decode().split()
             if kind != "blob":
                 continue
-            target = self._tree / rel
+            target = self._tree / os.fsdecode(name)
             data = self.live._blob(sha)
             if mode == "120000":
-                target.parent.mkdir(parents=True, exist_ok=True)
-                os.symlink(os.fsdecode(data), target)
+                atomic_symlink(target, os.fsdecode(data))
             else:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(data)
-                if mode == "100755":
-                    target.chmod(0o755)
+                write_new_file(target, data, executable=mode == "100755")
 
 
 def _worktree_git_dir(tree: Path) -> str:
@@ -262,16 +282,6 @@ def _worktree_home() -> Path:
     folder = state_home() / "worktrees"
     folder.mkdir(parents=True, exist_ok=True)
     return folder
-
-
-def _mode_for(path: Path, executable: bool) -> int:
-    try:
-        mode = path.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    return mode | ((mode & 0o444) >> 2) if executable else mode & ~0o111
 
 
 def review_interactively(proposal: ReviewProposal, approver: Approver) -> dict[str, list[int]]:

@@ -124,6 +124,7 @@ def open_workspace(
     journal = Journal(root, namespace=journal_namespace) if journal_namespace else Journal(root)
     swept = journal.sweep_temp_files()
     journal.snapshot("start")
+    journal_notices = journal.take_notices()
     sink = locked_sink(sink)
     read_state = ReadState()
     watcher: RepoWatcher | None = None
@@ -160,7 +161,8 @@ def open_workspace(
             changed |= any(call.name == "Bash" for call in calls)
         if changed:
             foreign, mixed = watcher.take_since_snapshot() if watcher else (set(), set())
-            journal.snapshot(f"step {step}", foreign=foreign, mixed=mixed)
+            for line in journal.record_step(f"step {step}", foreign=foreign, mixed=mixed):
+                sink(NoticeEvent(level="warning", text=line))
 
     session.after_step = after_step
     for line in notices:
@@ -168,6 +170,8 @@ def open_workspace(
         # (--no-sandbox was the user's own choice: the status bar says it, no warning needed.)
         if (line.startswith("NO SANDBOX") and not no_sandbox) or "polling" in line or line.startswith("removed temp"):
             sink(NoticeEvent(level="warning", text=line))
+    for line in journal_notices:  # paths the start snapshot could not record
+        sink(NoticeEvent(level="warning", text=line))
     return Workspace(
         session=session, journal=journal, runner=runner, watcher=watcher, sandbox_status=sandbox_status,
         watch_status=watcher.message if watcher else "", notices=notices,

@@ -9,7 +9,6 @@ attributes down into the widgets. An approval carries a Future that a review scr
 from __future__ import annotations
 
 import gc
-import subprocess
 import threading
 import time
 from collections import deque
@@ -24,6 +23,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.worker import Worker, WorkerState
 
+from agent.apply import read_regular
 from agent.approvals import MODES, ApprovalDecision, ApprovalRequest, BashApprovalRequest, EditApprovalRequest
 from agent.diffs import unified_diff
 from agent.events import (
@@ -662,18 +662,14 @@ class RibbitApp(App[int]):
         start = journal.snapshots[0]
         paths = set(session.changes.files_changed)
         try:
-            names = journal.repo.git.execute(
-                ["git", "diff", "--name-only", "--no-renames", start, "--", journal.scope]
-            )
-            prefix = "" if journal.scope == "." else journal.scope + "/"
-            paths.update(n[len(prefix):] for n in names.splitlines() if n.startswith(prefix))
-        except Exception:  # git trouble: fall back to the files the agent itself wrote
+            paths.update(journal.changed_since_start())
+        except JournalError:  # git trouble: fall back to the files the agent itself wrote
             pass
         out = []
         for display in sorted(paths):
             old = self._file_at(start, display)
-            disk = session.root / display
-            new = disk.read_text(encoding="utf-8", errors="replace") if disk.is_file() else ""
+            new_bytes = read_regular(session.root / display)
+            new = new_bytes.decode("utf-8", "replace") if new_bytes is not None else ""
             if old == new:
                 continue
             out.append((display, unified_diff(display, old, new)))
@@ -681,15 +677,11 @@ class RibbitApp(App[int]):
 
     def _file_at(self, commit: str, display: str) -> str | None:
         assert self.workspace is not None
-        journal = self.workspace.journal
-        name = display if journal.scope == "." else f"{journal.scope}/{display}"
         try:
-            return subprocess.run(
-                ["git", "--git-dir", str(journal.repo.git_dir), "show", f"{commit}:{name}"],
-                capture_output=True, check=True,
-            ).stdout.decode("utf-8", "replace")
-        except (subprocess.CalledProcessError, OSError):
+            found = self.workspace.journal.read_blob(commit, display)
+        except JournalError:
             return None
+        return found[0].decode("utf-8", "replace") if found is not None else None
 
 
 def reasoning_label(session: AgentSession) -> str:

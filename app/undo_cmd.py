@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from agent.journal import Journal, JournalError
+from agent.journal import Journal, JournalError, SessionInfo, open_journals, shown
 from app.visible import visible
 
 
@@ -42,23 +42,30 @@ def undo_main(argv: list[str]) -> int:
         print(f"ribbit undo: error: {root} is not a folder", file=sys.stderr)
         return 1
     try:
-        journal = Journal(root.resolve())
-        sessions = journal.sessions()
+        journals = open_journals(root.resolve())
+        listed: list[tuple[SessionInfo, Journal]] = sorted(
+            ((info, journal) for journal in journals for info in journal.sessions()),
+            key=lambda pair: (pair[0].started, pair[0].session_id),
+        )
         if args.list:
-            if not sessions:
-                print(f"no ribbit sessions in {journal.kind}")
-            for info in sessions:
+            if not listed:
+                print(f"no ribbit sessions in {journals[0].kind}")
+            for info, _journal in listed:
                 when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.started))
                 state = "undone" if info.reverted else f"{info.steps} step(s)"
-                files = ", ".join(info.files[:6]) + (" ..." if len(info.files) > 6 else "") or "no files changed"
+                names = [shown(f) for f in info.files[:6]]
+                files = ", ".join(names) + (" ..." if len(info.files) > 6 else "") or "no files changed"
                 print(visible(f"{info.session_id}  {when}  {state}  {files}", one_line=True))  # agent-made names
             return 0
-        session = args.session
-        if session is None:
-            pending = [s for s in sessions if not s.reverted and s.steps > 0]
+        if args.session is None:
+            pending = [pair for pair in listed if not pair[0].reverted and pair[0].steps > 0]
             if not pending:
                 raise JournalError("nothing to undo: no session that changed files is journaled here")
-            session = pending[-1].session_id
+            info, journal = pending[-1]
+            session = info.session_id
+        else:
+            session = args.session
+            journal = next((j for info, j in listed if info.session_id == session), journals[0])
         result = journal.undo_session(session)
     except JournalError as exc:
         print(f"ribbit undo: error: {visible(str(exc), one_line=True)}", file=sys.stderr)

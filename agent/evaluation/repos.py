@@ -10,12 +10,13 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 import tempfile
 import threading
 from pathlib import Path
 
 from agent.evaluation.tasks import EvalTask
+from agent.gitcmd import GitError as SafeGitError
+from agent.gitcmd import run_git
 
 BASE_REF = "refs/heads/eval-base"
 BASE_FILE = "ribbit-eval-base"
@@ -42,18 +43,13 @@ def lock_for(key: Path) -> threading.Lock:
 
 
 def git(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, check: bool = True) -> str:
-    """The one wrapper for every git call here."""
-    full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", **(env or {})}
+    """The one wrapper for every git call here: agent/gitcmd.py runs it (no hook, filter or
+    other configured program runs; no global or system config)."""
     try:
-        proc = subprocess.run(
-            ["git", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=600,
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise GitError(f"git {args[0]} failed: {exc}") from None
-    if check and proc.returncode != 0:
-        message = " ".join((proc.stderr or proc.stdout).split())[:300]
-        raise GitError(f"git {args[0]} failed: {message}")
-    return proc.stdout
+        proc = run_git(list(args), cwd=cwd, env=env, check=check)
+    except SafeGitError as exc:
+        raise GitError(str(exc)) from None
+    return proc.stdout.decode("utf-8", "replace")
 
 
 def prepare_cache(task: EvalTask, cache_root: Path) -> tuple[Path, str]:
@@ -98,14 +94,14 @@ def source_fingerprint(task: EvalTask) -> str:
 def _build_cache(task: EvalTask, tmp: Path) -> str:
     source = task.repo
     if source.is_file():  # a git bundle
-        git("clone", "--bare", "-q", str(source), str(tmp / "r"))
+        git("clone", "--bare", "-q", "--template=", str(source), str(tmp / "r"))
         _move_up(tmp)
     elif _is_git_repo(source):
-        git("clone", "--bare", "-q", "--no-tags", str(source), str(tmp / "r"))
+        git("clone", "--bare", "-q", "--template=", "--no-tags", str(source), str(tmp / "r"))
         _move_up(tmp)
         # --no-tags skips tags, but the base may be reachable only from one: fetch it by name if needed.
     else:
-        git("init", "--bare", "-q", str(tmp))
+        git("init", "--bare", "-q", "--template=", str(tmp))
         commit_folder(source, tmp)
     wanted = task.base_commit or "HEAD"
     base = _rev_parse(tmp, wanted)
@@ -151,7 +147,7 @@ def add_worktree(cache: Path, path: Path, commit: str) -> Path:
     if path.exists():
         remove_worktree(cache, path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    git("clone", "-q", "--local", "--no-checkout", str(cache), str(path))
+    git("clone", "-q", "--template=", "--local", "--no-checkout", str(cache), str(path))
     git("checkout", "-q", "--detach", commit, cwd=path)
     git("remote", "remove", "origin", cwd=path, check=False)
     (path / ".git" / "info").mkdir(exist_ok=True)
@@ -169,16 +165,13 @@ def apply_patch(root: Path, patch: str) -> str | None:
         handle.write(patch if patch.endswith("\n") else patch + "\n")
         name = handle.name
     try:
-        proc = subprocess.run(
-            ["git", "apply", "--binary", "--whitespace=nowarn", name], cwd=root, capture_output=True, text=True,
-            timeout=120,
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"git apply failed: {exc}"
+        proc = run_git(["apply", "--binary", "--whitespace=nowarn", name], cwd=root, check=False, timeout=120)
+    except SafeGitError as exc:
+        return str(exc)
     finally:
         os.unlink(name)
     if proc.returncode != 0:
-        return " ".join(proc.stderr.split())[:300] or "git apply failed"
+        return " ".join(proc.stderr.decode("utf-8", "replace").split())[:300] or "git apply failed"
     return None
 
 
@@ -207,8 +200,10 @@ def copy_over(source: Path, root: Path) -> list[str]:
 
 
 def _exists_at(root: Path, base: str, name: str) -> bool:
-    proc = subprocess.run(["git", "cat-file", "-e", f"{base}:{name}"], cwd=root, capture_output=True)
-    return proc.returncode == 0
+    try:
+        return run_git(["cat-file", "-e", f"{base}:{name}"], cwd=root, check=False).returncode == 0
+    except SafeGitError:
+        return False
 
 
 def _rev_parse(git_dir: Path, rev: str) -> str | None:
@@ -217,13 +212,17 @@ def _rev_parse(git_dir: Path, rev: str) -> str | None:
 
 
 def _is_git_repo(path: Path) -> bool:
-    proc = subprocess.run(["git", "-C", str(path), "rev-parse", "--git-dir"], capture_output=True, text=True)
-    if proc.returncode != 0:
+    try:
+        proc = run_git(["rev-parse", "--git-dir"], cwd=path, check=False)
+        if proc.returncode != 0:
+            return False
+        # A plain folder inside some other repository is not itself a repository.
+        top = run_git(["rev-parse", "--show-toplevel"], cwd=path, check=False)
+    except SafeGitError:
         return False
-    # A plain folder inside some other repository is not itself a repository.
-    top = subprocess.run(["git", "-C", str(path), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
-    if top.returncode == 0 and top.stdout.strip():
-        return Path(top.stdout.strip()).resolve() == path.resolve()
+    toplevel = top.stdout.decode("utf-8", "replace").strip()
+    if top.returncode == 0 and toplevel:
+        return Path(toplevel).resolve() == path.resolve()
     return True  # a bare repository
 
 

@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pathspec
 from pydantic import Field
 
+from agent.gitcmd import GitError, is_git_dir_name, session_repo
 from agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
+from agent.tools.files import open_regular
 from agent.tools.glob_pattern import GlobPatternError, compile_glob, glob_matches
 from agent.tools.paths import display_path, resolve_in_root
 
@@ -20,38 +21,82 @@ class GlobArgs(ToolArgs):
 
 
 def repo_files(root: Path) -> list[str]:
-    """Non-ignored files, relative to root: git's own view when it is a repo, else a .gitignore walk."""
-    if (root / ".git").exists():
+    """Non-ignored files, relative to root.
+
+    Git's own view, from the repository (or private journal) the session fixed when it started
+    (agent/gitcmd.py: never a `.git` found now, nothing a config names runs); a folder holding
+    its own `.git` is walked here, since git does not look inside. Without a session: a
+    .gitignore walk.
+    """
+    repo = session_repo(root)
+    if repo is not None:
         try:
-            out = subprocess.run(
-                ["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                capture_output=True, check=True, timeout=60,
-            ).stdout
-            return [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p and (root / p).is_file()]
-        except (OSError, subprocess.SubprocessError):
-            pass
+            out = repo.out("ls-files", "-z", "--cached", "--others", "--exclude-standard", cwd=root)
+        except GitError:
+            return walk_with_gitignore(root)
+        files: list[str] = []
+        for rel in os.fsdecode(out).split("\0"):
+            if not rel or any(is_git_dir_name(part) for part in rel.split("/")):
+                continue
+            if rel.endswith("/"):
+                files.extend(rel + sub for sub in walk_with_gitignore(root / rel))
+            elif (root / rel).is_file():
+                files.append(rel)
+        return files
     return walk_with_gitignore(root)
 
 
+def _ignore_spec(folder: str) -> pathspec.PathSpec | None:
+    """The folder's .gitignore, if it is a regular file (opened without blocking: never a FIFO's wait)."""
+    try:
+        fd, _ = open_regular(Path(folder) / ".gitignore", ".gitignore")
+    except ToolError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            lines = handle.read(1 << 20).decode("utf-8", "replace").splitlines()  # at most 1 MiB of it
+    except OSError:
+        return None
+    return pathspec.PathSpec.from_lines("gitignore", lines)
+
+
 def walk_with_gitignore(root: Path) -> list[str]:
+    """Files under `root` that no .gitignore on the way excludes; links are not followed.
+
+    An explicit stack, not os.walk (recursive in Python 3.11): a tree thousands of folders deep is
+    walked like any other.
+    """
     found: list[str] = []
-    specs: list[tuple[str, pathspec.PathSpec]] = []
-    for folder, dirs, files in os.walk(root):
-        rel_folder = os.path.relpath(folder, root).replace(os.sep, "/")
-        rel_folder = "" if rel_folder == "." else rel_folder + "/"
-        ignore_file = Path(folder) / ".gitignore"
-        if ignore_file.is_file():
-            try:
-                lines = ignore_file.read_text(errors="replace").splitlines()
-                specs.append((rel_folder, pathspec.PathSpec.from_lines("gitignore", lines)))
-            except OSError:
-                pass
+    stack: list[tuple[str, list[tuple[str, pathspec.PathSpec]]]] = [("", [])]
+    while stack:
+        rel_folder, inherited = stack.pop()
+        folder = os.path.join(root, rel_folder) if rel_folder else str(root)
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        specs = inherited
+        if any(e.name == ".gitignore" for e in entries):
+            spec = _ignore_spec(folder)
+            if spec is not None:
+                specs = [*inherited, (rel_folder, spec)]
 
         def ignored(rel: str) -> bool:
             return any(rel.startswith(base) and spec.match_file(rel[len(base):]) for base, spec in specs)
 
-        dirs[:] = [d for d in dirs if d != ".git" and not ignored(f"{rel_folder}{d}/")]
-        found.extend(f"{rel_folder}{name}" for name in files if not ignored(f"{rel_folder}{name}"))
+        for entry in sorted(entries, key=lambda e: e.name, reverse=True):
+            if is_git_dir_name(entry.name):
+                continue
+            rel = f"{rel_folder}{entry.name}"
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            if is_dir:
+                if not ignored(rel + "/"):
+                    stack.append((rel + "/", specs))
+            elif not ignored(rel):
+                found.append(rel)
     return found
 
 
