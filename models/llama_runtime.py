@@ -22,13 +22,39 @@ _POS_PER_TOKEN = 4
 _backend_ready = False
 
 
+# ggml's log levels (ggml.h): llama-cpp-python's own callback reads them one off and prints warnings
+# (Gemma's "llama_kv_cache_iswa: ..." lines) as errors, which lands on the TUI's screen.
+GGML_LOG_LEVEL_ERROR = 4
+GGML_LOG_LEVEL_CONT = 5
+_log_callback: Any = None  # kept alive: llama.cpp holds only the C pointer
+
+
+def _install_log_filter(llama_cpp: Any) -> None:
+    """Only llama.cpp's errors reach stderr (and the lines that continue them)."""
+    global _log_callback
+    import ctypes
+    import sys
+
+    last = [0]
+
+    @llama_cpp.llama_log_callback
+    def on_log(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
+        if level != GGML_LOG_LEVEL_CONT:
+            last[0] = level
+        if last[0] == GGML_LOG_LEVEL_ERROR:
+            sys.stderr.write(text.decode("utf-8", "replace"))
+
+    _log_callback = on_log
+    llama_cpp.llama_log_set(on_log, ctypes.c_void_p(0))
+
+
 def _init_backend() -> Any:
     global _backend_ready
     import llama_cpp
-    from llama_cpp._logger import set_verbose
+    import llama_cpp._logger  # noqa: F401 (installs its callback on import; ours replaces it below)
 
     if not _backend_ready:
-        set_verbose(False)
+        _install_log_filter(llama_cpp)
         llama_cpp.llama_backend_init()
         _backend_ready = True
     return llama_cpp

@@ -27,7 +27,7 @@ def main(argv: list[str]) -> int:
         m = _TENSOR_LINE.match(text)
         if m:
             print(f"PROGRESS {int(m.group(1))} {int(m.group(2))}", flush=True)
-        elif level == 3:  # GGML_LOG_LEVEL_ERROR
+        elif level == 4:  # GGML_LOG_LEVEL_ERROR (ggml.h: NONE 0, DEBUG 1, INFO 2, WARN 3, ERROR 4, CONT 5)
             print("ERROR " + text.decode("utf-8", "replace").strip(), flush=True)
 
     llama_cpp.llama_log_set(on_log, ctypes.c_void_p(0))

@@ -209,3 +209,21 @@ def test_with_the_grammar_a_session_makes_no_malformed_call_where_without_it_the
             TOOLS[call.name].args_model.model_validate(call.arguments)
         assert all(result.content.strip() for result in results)  # each an observation for the model
     assert tree_bytes(repo) == before  # the approver refused every change and command: nothing touched the repo
+
+
+def test_loading_gemma4_prints_nothing_on_stderr(tiny_gemma4: Path, tmp_path: Path) -> None:
+    """llama.cpp's warnings (Gemma's SWA cache notice) stay off stderr, where the TUI draws; its errors
+    still reach it. llama-cpp-python's own log callback reads ggml's levels one off."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys; from pathlib import Path; from models.llama_backend import LlamaCppModel\n"
+        "m = LlamaCppModel(Path(sys.argv[1]), n_ctx=512, temperature=0.0, state_dir=Path(sys.argv[2]), n_threads=1, draft='none')\n"
+        "m.close(); print('loaded')\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", script, str(tiny_gemma4), str(tmp_path)], cwd=root,
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "loaded", done.stderr
+    assert done.stderr == ""
