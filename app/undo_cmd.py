@@ -53,7 +53,7 @@ def undo_main(argv: list[str]) -> int:
             for info, _journal in listed:
                 when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.started))
                 state = "undone" if info.reverted else f"{info.steps} step(s)"
-                names = [shown(f) for f in info.files[:6]]
+                names = [shown(visible(f, one_line=True)) for f in info.files[:6]]  # one escaping style: visible()'s
                 files = ", ".join(names) + (" ..." if len(info.files) > 6 else "") or "no files changed"
                 print(visible(f"{info.session_id}  {when}  {state}  {files}", one_line=True))  # agent-made names
             return 0
