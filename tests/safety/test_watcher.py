@@ -189,13 +189,14 @@ def test_a_tree_too_deep_for_inotify_is_polled_from_the_start(tmp_path: Path, re
     root = tmp_path / "deep"
     folder = root
     folder.mkdir()
+    before = os.getcwd()
     os.chdir(folder)
     try:
         for _ in range(1500):
             os.mkdir("d")
             os.chdir("d")
     finally:
-        os.chdir(tmp_path)
+        os.chdir(before)  # not tmp_path: the fixture removes it, and a deleted cwd breaks later tests
     assert all(check.name for check in agent_checks(root))  # `ribbit doctor` measures it without a crash
     watcher = RepoWatcher(root, lambda change: None)
     try:
