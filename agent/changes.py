@@ -7,9 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.apply import atomic_write, encode_text
-from agent.approvals import ApprovalPolicy, Approver, EditApprovalRequest
+from agent.approvals import ApprovalOrchestrator, EditApprovalRequest, EditNeed
 from agent.diffs import apply_hunks, make_hunks, unified_diff
-from agent.events import ApprovalEvent, EventSink
 from agent.readstate import ReadState
 
 
@@ -26,10 +25,8 @@ class ChangeOutcome:
 @dataclass
 class ChangeGate:
     root: Path
-    policy: ApprovalPolicy
-    approver: Approver
+    approvals: ApprovalOrchestrator
     read_state: ReadState
-    emit: EventSink
     # Called after each file lands on disk (journal, watcher bookkeeping).
     on_applied: Callable[[Path], None] = field(default=lambda path: None)
     files_changed: set[str] = field(default_factory=set)
@@ -39,25 +36,14 @@ class ChangeGate:
     ) -> ChangeOutcome:
         hunks = make_hunks(old_text or "", new_text)
         selected: list[int] | None = None
-        if self.policy.edit_needs_approval():
-            request = EditApprovalRequest(
-                tool_call_id=tool_call_id,
-                tool=tool,
-                path=display,
-                is_new_file=old_text is None,
-                diff=unified_diff(display, old_text, new_text, hunks),
-                hunks=hunks,
-            )
-            decision = self.approver.decide(request)
-            self.emit(
-                ApprovalEvent(
-                    tool_call_id=tool_call_id,
-                    decision="approved" if decision.approved else "rejected",
-                    reason=decision.reason,
-                )
-            )
-            if decision.remember == "session":
-                self.policy.mode = "auto-edit"
+        decision = self.approvals.decide(
+            EditNeed(),
+            lambda: EditApprovalRequest(
+                tool_call_id=tool_call_id, tool=tool, path=display, is_new_file=old_text is None,
+                diff=unified_diff(display, old_text, new_text, hunks), hunks=hunks,
+            ),
+        )
+        if decision is not None:
             if not decision.approved:
                 return ChangeOutcome(applied=False, reason=decision.reason, total_hunks=len(hunks))
             if decision.hunks is not None and set(decision.hunks) != set(range(len(hunks))):

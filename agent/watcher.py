@@ -375,9 +375,7 @@ class WatchedRunner:
             return self.inner.run(command, cwd, timeout, cancel, access=access)
 
     def close(self) -> None:
-        close = getattr(self.inner, "close", None)
-        if callable(close):
-            close()
+        self.inner.close()
 
 
 def _sha_of(path: Path) -> str | None:

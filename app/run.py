@@ -161,7 +161,7 @@ def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: I
             limits=limits, no_sandbox=args.no_sandbox, reasoning=args.reasoning,
         )
         try:
-            summary = run_interruptibly(workspace.session, task)
+            summary = run_interruptibly(workspace, task)
             patch = workspace.patch()
         finally:
             workspace.close()  # stops the watcher thread (in-process callers run many sessions)

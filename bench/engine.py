@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from agent.parsers import parser_for
+from models.dialects import parser_for
 from agent.prompt import system_prompt
 from agent.tools import default_tools
 from models.base import GenerationRequest, TextChunk, TurnEnd

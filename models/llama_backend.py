@@ -21,7 +21,7 @@ from __future__ import annotations
 import codecs
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -32,8 +32,8 @@ from models.base import (
 )
 from models.chat import ChatMessage, ToolSpec
 from models.chat_template import ChatTemplate, Rendered
-from models.dialects import gemma4
-from models.grammar import ToolCallGrammar, tool_call_grammar
+from models.dialects import ToolDialect, dialect_named, tool_call_grammar
+from models.grammar import ToolCallGrammar, literal
 from models.drafting import (
     DRAFT_MODES, MAX_DRAFT, DraftBudget, DraftMode, DraftStats, LookupDrafter, VerifyCost,
 )
@@ -683,15 +683,23 @@ class LlamaCppModel:
         if key not in self._grammars:
             self._grammars[key] = tool_call_grammar(self.info.dialect, tools, self.info.opens_reasoning)
         grammar = self._grammars[key]
-        return _GrammarWatcher(self, grammar, tools, opens_reasoning) if grammar is not None else None
+        if grammar is None:
+            return None
+        return _GrammarWatcher(
+            dialect_named(self.info.dialect), grammar, tools, opens_reasoning, self._constrained_sampler, self.stats,
+        )
 
-    def _constrained_sampler(self, gbnf: str) -> Any:
-        """The turn's sampler chain with a (non-lazy) grammar after the penalties."""
+    def _constrained_sampler(self, gbnf: str, seen: Sequence[int]) -> Any:
+        """The turn's sampler chain with a (non-lazy) grammar after the penalties, the grammar having
+        accepted the tokens `seen` already; None when llama.cpp cannot build the grammar."""
         llama_cpp = self._llama_cpp
         grammar = llama_cpp.llama_sampler_init_grammar(self.llm._model.vocab, gbnf.encode("utf-8"), b"root")  # noqa: SLF001
         if not grammar:
             return None
-        return self.llm.sampler(**self.sampling, grammar=grammar), grammar
+        sampler = self.llm.sampler(**self.sampling, grammar=grammar)
+        for token in seen:
+            llama_cpp.llama_sampler_accept(grammar, token)
+        return sampler
 
     def _eval(self, tokens: Sequence[int]) -> None:
         try:
@@ -736,13 +744,6 @@ class LlamaCppModel:
         return self.llm.detokenize([token], special=True).decode("utf-8", "replace")
 
 
-# What may follow the trigger inside the token that completed it, per dialect, before the grammar takes
-# over: a llama.cpp grammar aborts the process on text it cannot accept, so anything else leaves the
-# turn unconstrained.
-_JSON_TAIL = re.compile(r'[ \t\n]{0,16}(?::[ \t\n]{0,16}(?:"(?P<name>[A-Za-z_]*))?)?')
-_HERMES_TAIL = re.compile(r'[ \t\n]{0,16}(?:\{[ \t\n]{0,16}(?P<key>"[a-z]*)?)?')
-
-
 class _GrammarWatcher:
     """Watches the generated text for the start of a tool call, then swaps in a grammar sampler.
 
@@ -750,24 +751,23 @@ class _GrammarWatcher:
     whole turn at every token (quadratic, and it recurses on long reasoning).
     """
 
-    def __init__(self, model: LlamaCppModel, grammar: ToolCallGrammar, tools: list[ToolSpec], opens_reasoning: bool) -> None:
-        self.model = model
+    def __init__(
+        self, dialect: ToolDialect, grammar: ToolCallGrammar, tools: list[ToolSpec], opens_reasoning: bool,
+        build: Callable[[str, Sequence[int]], Any], stats: EngineStats,
+    ) -> None:
+        self.dialect = dialect
         self.grammar = grammar
+        self.build = build
+        self.stats = stats
         self.names = [t.name for t in tools]
         self.buffer = bytearray()
         self.starts: list[int] = []
         self.tokens: list[int] = []
-        self.armed = not opens_reasoning  # inside reasoning, a call starts only after `</think>`
+        # Inside reasoning, a call starts only after the reasoning closes (`</think>`).
+        self.armed = not opens_reasoning
+        self.reasoning_close = dialect.markers.reasoning_close.encode()
         self.dead = False
         self.scan_from = 0
-        if grammar.dialect == "json":
-            self.triggers = [re.compile(rb'\{[ \t\n]{0,16}"(?:tool|name)"')]
-        elif grammar.dialect == "hermes":
-            self.triggers = [re.compile(rb"<tool_call>")]
-        elif grammar.dialect == "gemma4":
-            self.triggers = [gemma4.CallTrigger()]
-        else:
-            self.triggers = [re.compile(rb"<tool_call>|<function=")]
 
     def feed(self, token: int, raw: bytes) -> Any:
         return self.feed_many([token], [raw])
@@ -781,16 +781,15 @@ class _GrammarWatcher:
             return None
         window_from = max(0, self.scan_from - 24)
         if not self.armed:
-            close = self.buffer.find(b"</think>", window_from)
+            close = self.buffer.find(self.reasoning_close, window_from)
             if close == -1:
                 self.scan_from = len(self.buffer)
                 return None
             self.armed = True
-            window_from = close + len(b"</think>")
-        for trigger in self.triggers:
-            match = trigger.search(self.buffer, window_from)
-            if match:
-                return self._switch(match)
+            window_from = close + len(self.reasoning_close)
+        match = self.dialect.trigger.search(self.buffer, window_from)
+        if match:
+            return self._switch(match)
         self.scan_from = len(self.buffer)
         return None
 
@@ -803,36 +802,16 @@ class _GrammarWatcher:
             lead_text, tail_text, matched = lead.decode("utf-8"), tail.decode("utf-8"), match.group(0).decode()
         except UnicodeDecodeError:
             return self._skip()
-        if not self._tail_ok(matched, tail_text):
+        if not self.dialect.tail_ok(matched, tail_text, self.names):
             return self._skip()
-        from models.grammar import literal
-
         gbnf = self.grammar.gbnf.replace("root ::= ", "root ::= " + (literal(lead_text) + " " if lead_text else ""), 1)
-        built = self.model._constrained_sampler(gbnf)  # noqa: SLF001
-        if built is None:
+        sampler = self.build(gbnf, self.tokens[first:])
+        if sampler is None:
             return self._skip()
-        sampler, grammar = built
-        for token in self.tokens[first:]:
-            self.model._llama_cpp.llama_sampler_accept(grammar, token)  # noqa: SLF001
-        self.model.stats.grammar_triggers += 1
+        self.stats.grammar_triggers += 1
         return sampler
 
     def _skip(self) -> None:
-        self.model.stats.grammar_skipped += 1
+        self.stats.grammar_skipped += 1
         self.dead = True  # stay unconstrained for the rest of the turn
         return None
-
-    def _tail_ok(self, matched: str, tail: str) -> bool:
-        if self.grammar.dialect == "gemma4":
-            return gemma4.tail_ok(tail, self.names)
-        if self.grammar.dialect == "json":
-            found = _JSON_TAIL.fullmatch(tail)
-            return bool(found) and any(n.startswith(found.group("name") or "") for n in self.names)
-        if matched == "<tool_call>":
-            if self.grammar.dialect == "hermes":
-                found = _HERMES_TAIL.fullmatch(tail)
-                return bool(found) and '"name"'.startswith(found.group("key") or "")
-            options = [f"\n<function={n}>\n" for n in self.names]
-        else:
-            options = [f"{n}>\n" for n in self.names]
-        return any(o.startswith(tail) for o in options)

@@ -475,9 +475,7 @@ class EvalRun:
                 if not run(command):
                     return None
         finally:
-            close = getattr(runner, "close", None)
-            if callable(close):
-                close()
+            runner.close()
         try:
             write_atomic(work.parent / f"{work.name}.tests.log", "\n".join(logs))
         except OSError:
