@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
-from agent.apply import atomic_write, encode_text
+from agent.apply import WriteObserver, atomic_write, encode_text
 from agent.approvals import ApprovalOrchestrator, EditApprovalRequest, EditNeed
 from agent.diffs import apply_hunks, make_hunks, unified_diff
 from agent.readstate import ReadState
+
+
+class AgentWriteObserver(WriteObserver, Protocol):
+    def agent_wrote(self, path: Path) -> None:
+        """After the agent's own Write/Edit landed."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -27,8 +33,8 @@ class ChangeGate:
     root: Path
     approvals: ApprovalOrchestrator
     read_state: ReadState
-    # Called after each file lands on disk (journal, watcher bookkeeping).
-    on_applied: Callable[[Path], None] = field(default=lambda path: None)
+    # The watcher: told before each write lands and after (its bookkeeping of the agent's own writes).
+    observer: AgentWriteObserver | None = None
     files_changed: set[str] = field(default_factory=set)
 
     def propose(
@@ -52,8 +58,9 @@ class ChangeGate:
                     return ChangeOutcome(applied=False, reason=decision.reason, total_hunks=len(hunks))
                 new_text = apply_hunks(old_text or "", hunks, set(selected))
         data = encode_text(new_text, old_text)  # keeps a CRLF file CRLF
-        atomic_write(path, data)
+        atomic_write(path, data, observer=self.observer)
         self.read_state.record(path, data)
         self.files_changed.add(display)
-        self.on_applied(path)
+        if self.observer is not None:
+            self.observer.agent_wrote(path)
         return ChangeOutcome(applied=True, applied_hunks=selected, total_hunks=len(hunks), text=new_text)

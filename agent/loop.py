@@ -10,29 +10,46 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, ValidationError
 
 from agent.approvals import ApprovalOrchestrator, ApprovalPolicy, Approver
-from agent.changes import ChangeGate
+from agent.changes import AgentWriteObserver, ChangeGate
 from agent.crashlog import describe, one_line
 from agent.events import (
-    EventSink, MessageEvent, NoticeEvent, PrefillEvent, ReasoningDelta, StopReason, SummaryEvent,
-    TextDelta, ToolCallEvent, ToolResultEvent, TurnStarted, UsageEvent,
+    EventSink,
+    MessageEvent,
+    NoticeEvent,
+    PrefillEvent,
+    ReasoningDelta,
+    StopReason,
+    SummaryEvent,
+    TextDelta,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnStarted,
+    UsageEvent,
 )
 from agent.instructions import MAX_TOTAL_BYTES, ProjectInstructions, load_instructions
 from agent.prompt import system_prompt
 from agent.readstate import ReadState
 from agent.repeats import RepeatDetector
-from agent.screening import screened
 from agent.sandbox import CommandRunner
+from agent.screening import screened
 from agent.stream import StreamSplitter
 from agent.tools import Tool, ToolContext, ToolError, default_tools
 from agent.tools.base import ShellState
 from agent.unicode_text import valid_unicode
 from models.base import (
-    ChatModel, ContextFull, GenerationRequest, ModelError, ModelInfo, PrefillProgress, TextChunk, TurnEnd,
+    ChatModel,
+    ContextFull,
+    GenerationRequest,
+    ModelError,
+    ModelInfo,
+    PrefillProgress,
+    TextChunk,
+    TurnEnd,
 )
 from models.chat import ChatMessage, ParsedTurn, ToolCall
 from models.dialects import dialect_named, parser_for
@@ -105,7 +122,7 @@ class AgentSession:
         sink: EventSink,
         limits: Limits | None = None,
         read_state: ReadState | None = None,
-        on_applied: Callable[[Path], None] | None = None,
+        write_observer: AgentWriteObserver | None = None,
         after_step: Callable[[int, list[ToolCall]], None] | None = None,
         reasoning: bool | None = None,
         instructions: ProjectInstructions | None = None,
@@ -122,7 +139,7 @@ class AgentSession:
         self.approvals = ApprovalOrchestrator(policy, approver, sink)
         self.changes = ChangeGate(
             root=self.root, approvals=self.approvals, read_state=self.read_state,
-            on_applied=on_applied or (lambda path: None),
+            observer=write_observer,
         )
         self.cancel_event = threading.Event()
         # Shared by every call; the loop gives each call its own copy naming it (ToolContext.for_call).
@@ -197,7 +214,7 @@ class AgentSession:
         except Exception as exc:  # a bug, or input nobody foresaw: one line and a summary, never a stack
             reason, message = "error", "internal error: " + describe(exc)
         if reason != "finished":
-            level = "warning" if reason == "interrupted" else "error"
+            level: Literal["warning", "error"] = "warning" if reason == "interrupted" else "error"
             self.sink(NoticeEvent(level=level, text=message))
         summary = SummaryEvent(
             steps=self.steps, stop_reason=reason, files_changed=sorted(self.changes.files_changed), message=message

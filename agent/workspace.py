@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,7 +12,7 @@ from agent.apply import read_regular
 from agent.approvals import MODES, AllowList, ApprovalPolicy, Approver, Mode
 from agent.diffs import unified_diff
 from agent.events import AgentEvent, EventSink, ExternalChangeEvent, NoticeEvent, SummaryEvent
-from agent.journal import Journal, JournalError, UndoResult, state_home
+from agent.journal import Journal, JournalError, UndoResult, project_key, state_home
 from agent.loop import AgentSession, Limits, Notes
 from agent.readstate import ReadState
 from agent.sandbox import CommandRunner, LocalRunner, make_runner, sandbox_available
@@ -46,8 +45,7 @@ class SetupNotice:
 
 def project_state(root: Path) -> Path:
     """Per-project settings folder (kept outside the repository, so nothing leaks into commits)."""
-    key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
-    return state_home() / "projects" / f"{root.resolve().name}-{key}"
+    return state_home() / "projects" / project_key(root)
 
 
 def check_repo(repo: str | Path) -> Path:
@@ -161,8 +159,9 @@ class Workspace:
         return self.journal.patch()
 
     def undo_last(self) -> UndoResult:
-        """`/undo`: the journal's undo_last (JournalError with one line when it refuses)."""
-        return self.journal.undo_last()
+        """`/undo`: the journal's undo_last (JournalError with one line when it refuses); the watcher is
+        told of each write first, so the undo is not reported as an outside change."""
+        return self.journal.undo_last(observer=self.watcher)
 
     def session_diff(self) -> list[tuple[str, str]]:
         """(path, unified diff) for each file the session changed, against the state at start. Runs git:
@@ -255,7 +254,7 @@ def open_workspace(
     notices += [SetupNotice(line, live=True) for line in journal_notices]  # paths the start snapshot could not record
     session = AgentSession(
         model, root, policy=policy, approver=approver, runner=runner, sink=sink, limits=limits,
-        read_state=read_state, on_applied=watcher.agent_wrote if watcher else None, reasoning=reasoning,
+        read_state=read_state, write_observer=watcher, reasoning=reasoning,
         notes=notes, after_step=snapshot_changes(journal, base_runner, watcher, sink),
     )
     for notice in notices:

@@ -11,7 +11,7 @@ tool definitions and the system prompt are snapshotted — in memory and on disk
 start of every task. Tool calls are constrained by a lazy grammar once the model opens one
 (models.grammar). Context, KV type, batch and threads come from the memory planner (models.memory).
 
-Backend-specific extras beyond the ChatModel protocol (see `StatefulChatModel`):
+Backend-specific extras beyond the ChatModel protocol:
 `preload(system, tools)` evaluates or loads the system prompt ahead of the first task,
 `restore_system_snapshot()` puts the context back to just the system prompt, `stats` counts tokens.
 """
@@ -24,26 +24,46 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from models.base import (
-    Chunk, ContextFull, GenerationRequest, ModelError, ModelInfo, PrefillProgress, ReasoningSwitch, TextChunk,
-    TurnEnd, Usage,
+    Chunk,
+    ContextFull,
+    GenerationRequest,
+    ModelError,
+    ModelInfo,
+    PrefillProgress,
+    ReasoningSwitch,
+    TextChunk,
+    TurnEnd,
+    Usage,
 )
 from models.chat import ChatMessage, ToolSpec
 from models.chat_template import ChatTemplate, Rendered
 from models.dialects import ToolDialect, dialect_named, tool_call_grammar
-from models.grammar import ToolCallGrammar, literal
 from models.drafting import (
-    DRAFT_MODES, MAX_DRAFT, DraftBudget, DraftMode, DraftStats, LookupDrafter, VerifyCost,
+    DRAFT_MODES,
+    MAX_DRAFT,
+    DraftBudget,
+    DraftMode,
+    DraftStats,
+    LookupDrafter,
+    VerifyCost,
 )
 from models.gguf_meta import read_metadata
+from models.grammar import ToolCallGrammar, literal
 from models.llama_runtime import LlamaRuntime
 from models.memory import MemoryPlan, available_memory, model_shape, plan_memory
-from models.threads import ContentionMeter, ThreadPolicy
 from models.state_cache import (
-    DiskStateCache, Snapshot, SnapshotStore, capture_state, model_identity, restore_state, state_size,
+    DiskStateCache,
+    Snapshot,
+    SnapshotStore,
+    capture_state,
+    model_identity,
+    restore_state,
+    state_size,
 )
+from models.threads import ContentionMeter, ThreadPolicy
 
 GGUF_MAGIC = b"GGUF"
 # The assistant turn the backend generated itself: its tokens are already in the stream.
@@ -65,16 +85,7 @@ FILE_TYPES = {
     32: "BF16",
 }
 
-__all__ = ["LlamaCppModel", "StatefulChatModel", "EngineStats", "available_memory", "check_model_file"]
-
-
-@runtime_checkable
-class StatefulChatModel(Protocol):
-    """Optional extras of a backend that keeps a token cache (the llama.cpp one)."""
-
-    def preload(self, system: ChatMessage, tools: Sequence[ToolSpec]) -> Iterator[PrefillProgress]: ...
-
-    def restore_system_snapshot(self) -> bool: ...
+__all__ = ["LlamaCppModel", "EngineStats", "available_memory", "check_model_file"]
 
 
 def has_mtp_layer(meta: dict[str, Any]) -> bool:
@@ -212,7 +223,7 @@ class LlamaCppModel:
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelError(f"llama.cpp cannot load {path.name}: {exc}") from None
         self._llama_cpp = llama_cpp
-        self.sampling = dict(temp=temperature, top_p=top_p, top_k=top_k, min_p=min_p)
+        self.sampling: dict[str, Any] = dict(temp=temperature, top_p=top_p, top_k=top_k, min_p=min_p)
         self.n_batch = self.plan.n_batch
         self.prefill_chunk = max(1, min(prefill_chunk, self.plan.n_batch))
         self.use_grammar = grammar
@@ -309,32 +320,43 @@ class LlamaCppModel:
         usage = Usage(prompt_tokens=cached + len(new_tokens), cached_tokens=cached, evaluated_tokens=0)
         done_messages = [fingerprint(m) for m in messages] + [_GENERATED]
         started = time.perf_counter()
-        done = 0
-        for seg_index, (tokens, mark) in enumerate(segments):
-            for start in range(0, len(tokens), self.prefill_chunk):
-                if request.should_stop():
-                    # What was not evaluated stays pending, so the stream stays exactly what a full run
-                    # would have had; the turn counts as an empty assistant turn.
-                    rest = tokens[start:] + [t for later, _ in segments[seg_index + 1 :] for t in later]
-                    self._pending = rest
-                    self._consumed = done_messages
-                    usage.prompt_tokens = cached + done
-                    usage.prefill_s = time.perf_counter() - started
-                    self.stats.turns.append(usage)
-                    yield TurnEnd(finish_reason="cancelled", usage=usage)
-                    return
-                chunk = tokens[start : start + self.prefill_chunk]
-                self._eval(chunk)
-                done += len(chunk)
-                usage.evaluated_tokens = done
-                yield PrefillProgress(done=done, total=len(new_tokens))
-            if mark:
-                self._snapshot_prefix(mark)
+        for done, rest in self._prefill(segments, request.should_stop):
+            if rest is not None:
+                # What was not evaluated stays pending, so the stream stays exactly what a full run
+                # would have had; the turn counts as an empty assistant turn.
+                self._pending = rest
+                self._consumed = done_messages
+                usage.prompt_tokens = cached + done
+                usage.prefill_s = time.perf_counter() - started
+                self.stats.turns.append(usage)
+                yield TurnEnd(finish_reason="cancelled", usage=usage)
+                return
+            usage.evaluated_tokens = done
+            yield PrefillProgress(done=done, total=len(new_tokens))
         self._pending = []
         self._consumed = done_messages
         usage.prefill_s = time.perf_counter() - started
         self._note_prompt_speed(usage.evaluated_tokens, usage.prefill_s)
         yield from self._decode(request, tools, usage)
+
+    def _prefill(
+        self, segments: list[tuple[list[int], str | None]], should_stop: Callable[[], bool] = lambda: False,
+    ) -> Iterator[tuple[int, list[int] | None]]:
+        """Evaluate the segments in prefill_chunk batches, snapshotting each marked prefix after it; yields
+        (tokens done, None) after each batch. When should_stop() says so before a batch, yields
+        (tokens done, the tokens not evaluated) and stops."""
+        done = 0
+        for seg_index, (tokens, mark) in enumerate(segments):
+            for start in range(0, len(tokens), self.prefill_chunk):
+                if should_stop():
+                    yield done, tokens[start:] + [t for later, _ in segments[seg_index + 1 :] for t in later]
+                    return
+                chunk = tokens[start : start + self.prefill_chunk]
+                self._eval(chunk)
+                done += len(chunk)
+                yield done, None
+            if mark:
+                self._snapshot_prefix(mark)
 
     def _note_prompt_speed(self, tokens: int, seconds: float) -> None:
         """Measured prompt processing speed (ModelInfo.prompt_tokens_per_s), e.g. for sizing tool results."""
@@ -351,22 +373,15 @@ class LlamaCppModel:
         self.snapshots.clear()
         self.llm.close()
 
-    # -- extras (StatefulChatModel) -------------------------------------------------------------
+    # -- extras beyond ChatModel ----------------------------------------------------------------
 
     def preload(self, system: ChatMessage, tools: Sequence[ToolSpec]) -> Iterator[PrefillProgress]:
         """Evaluate (or load from disk) the system prompt and tool definitions before the first task."""
         parts = self._prompt_parts([system], list(tools), with_rest=False)
         segments = self._restore_prefix(parts)
         total = sum(len(t) for t, _ in segments)
-        done = 0
-        for tokens, mark in segments:
-            for start in range(0, len(tokens), self.prefill_chunk):
-                chunk = tokens[start : start + self.prefill_chunk]
-                self._eval(chunk)
-                done += len(chunk)
-                yield PrefillProgress(done=done, total=total)
-            if mark:
-                self._snapshot_prefix(mark)
+        for done, _ in self._prefill(segments):
+            yield PrefillProgress(done=done, total=total)
 
     def restore_system_snapshot(self) -> bool:
         """Back to just the system prompt (for /clear); False when none was taken yet."""
