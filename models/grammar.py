@@ -112,7 +112,7 @@ def json_value_rule(schema: dict[str, Any]) -> str:
             else:
                 options.append("json-int")
         else:
-            options.append(_JSON_RULES.get(kind, "json-value"))
+            options.append(_JSON_RULES.get(str(kind), "json-value"))
     unique = list(dict.fromkeys(options)) or ["json-value"]
     return unique[0] if len(unique) == 1 else "(" + " | ".join(unique) + ")"
 

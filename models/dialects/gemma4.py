@@ -62,7 +62,7 @@ def renders_tool_messages(render: Callable[[list[dict[str, Any]]], str]) -> bool
     """Whether the template shows OpenAI-style `tool` messages as tool responses. Gemma 4's first
     templates (still inside many GGUFs) know only `tool_responses` on the assistant message."""
     probe = "RIBBIT_TOOL_PROBE_5e1d"
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "system", "content": "S"}, {"role": "user", "content": "U"},
         {"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "T", "arguments": {}}}]},
         {"role": "tool", "content": probe, "tool_call_id": "c", "name": "T"},

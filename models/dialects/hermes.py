@@ -82,7 +82,7 @@ _TAIL = re.compile(r'[ \t\n]{0,16}(?:\{[ \t\n]{0,16}(?P<key>"[a-z]*)?)?')
 
 def tail_ok(matched: str, tail: str, names: list[str]) -> bool:
     found = _TAIL.fullmatch(tail)
-    return bool(found) and '"name"'.startswith(found.group("key") or "")
+    return found is not None and '"name"'.startswith(found.group("key") or "")
 
 
 DIALECT = ToolDialect(

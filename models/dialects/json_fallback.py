@@ -93,7 +93,7 @@ _TAIL = re.compile(r'[ \t\n]{0,16}(?::[ \t\n]{0,16}(?:"(?P<name>[A-Za-z_]*))?)?'
 
 def tail_ok(matched: str, tail: str, names: list[str]) -> bool:
     found = _TAIL.fullmatch(tail)
-    return bool(found) and any(n.startswith(found.group("name") or "") for n in names)
+    return found is not None and any(n.startswith(found.group("name") or "") for n in names)
 
 
 # The stream holds back the XML call markers, as it always did (a JSON call is only known once parsed).
