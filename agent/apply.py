@@ -9,9 +9,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Protocol
 
 from agent.gitcmd import is_git_dir_name
 
@@ -20,19 +21,14 @@ from agent.gitcmd import is_git_dir_name
 TEMP_SUFFIX = ".ribbit-tmp"
 
 
-# Called with (path, data) just before a write lands, so the watcher can tell ribbit's own writes
-# from outside edits without racing the rename (the folder fsync after it can take a while).
-WriteListener = Callable[[Path, "bytes | None"], None]  # None: the file is being removed
-_listeners: list[WriteListener] = []
+class WriteObserver(Protocol):
+    """Told just before a ribbit write or removal lands, so the watcher can tell ribbit's own writes from
+    outside edits without racing the rename (the folder fsync after it can take a while). Passed to
+    each write that has someone to tell (the agent's edits, /undo); nothing process-wide."""
 
-
-def add_write_listener(listener: WriteListener) -> None:
-    _listeners.append(listener)
-
-
-def remove_write_listener(listener: WriteListener) -> None:
-    if listener in _listeners:
-        _listeners.remove(listener)
+    def expect_write(self, path: Path, data: bytes | None) -> None:
+        """`data` is what the file will hold; None: it is being removed."""
+        ...
 
 
 class ApplyError(OSError):
@@ -124,6 +120,7 @@ def _refuse_binary(fd: int, name: str, path: Path) -> None:
 
 def atomic_write(
     path: Path, data: bytes, mode: int | None = None, *, allow_binary: bool = False, executable: bool | None = None,
+    observer: WriteObserver | None = None,
 ) -> None:
     """Replace `path` with `data` so that a crash at any moment leaves it fully old or fully new.
 
@@ -157,8 +154,8 @@ def atomic_write(
                 os.fchmod(handle, mode)
             finally:
                 os.close(handle)
-            for listener in list(_listeners):
-                listener(path, data)
+            if observer is not None:
+                observer.expect_write(path, data)
             os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
         except BaseException:
             try:
@@ -186,15 +183,15 @@ def write_new_file(path: Path, data: bytes, *, executable: bool = False) -> None
             os.close(handle)
 
 
-def remove_file(path: Path) -> None:
+def remove_file(path: Path, observer: WriteObserver | None = None) -> None:
     """Delete a file (or link) ribbit itself takes away: undo of a created file, an approved deletion."""
     refuse_git_dir(path, "remove")
     with parent_dir(path, create=False) as fd:
         old = _existing(fd, path.name)
         if old is not None and stat.S_ISDIR(old.st_mode):
             raise ApplyError(f"refusing to remove {path}: it is a folder")
-        for listener in list(_listeners):
-            listener(path, None)
+        if observer is not None:
+            observer.expect_write(path, None)
         os.unlink(path.name, dir_fd=fd)
         os.fsync(fd)
 

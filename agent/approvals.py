@@ -13,7 +13,7 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from agent.diffs import Hunk
-from agent.events import ApprovalEvent
+from agent.events import AgentEvent, ApprovalEvent, ModeChanged
 from agent.sandbox import Access
 
 Mode = Literal["ask", "auto-edit", "full-auto", "review"]
@@ -198,28 +198,77 @@ class ApprovalPolicy:
         return self.plan_bash(command).ask
 
 
-@dataclass
-class ApprovalDesk:
-    """The one place a tool asks the user: the mode's policy, the approver, and the transcript record.
+@dataclass(frozen=True)
+class EditNeed:
+    """A Write/Edit: asks in ask mode; 'approve all' switches the session to auto-edit."""
 
-    Bash goes through it today; the edit gate and a future per-tool orchestrator can too.
-    """
 
-    policy: ApprovalPolicy
-    approver: Approver
-    emit: Callable[[ApprovalEvent], None]
+@dataclass(frozen=True)
+class CommandNeed:
+    """A Bash command: asks as the mode's plan for it says (or when a read-only run tried to write);
+    'always allow' remembers its prefix for this project."""
 
-    def ask(self, request: ApprovalRequest) -> ApprovalDecision:
-        decision = self.approver.decide(request)
+    command: str
+    tried_to_write: bool = False
+
+
+@dataclass(frozen=True)
+class ReviewNeed:
+    """Review mode: every hunk of the finished patch is asked about."""
+
+
+ApprovalNeed = EditNeed | CommandNeed | ReviewNeed
+
+
+class ApprovalOrchestrator:
+    """The one place every tool's approval is decided: policy, then ask, then remember (as codex's tool
+    orchestrator). A tool declares what it needs and how to build the request; the request (a diff,
+    say) is only built when someone is asked. The mode lives here, and every change is an event."""
+
+    def __init__(self, policy: ApprovalPolicy, approver: Approver, emit: Callable[[AgentEvent], None]) -> None:
+        self.policy = policy
+        self.approver = approver
+        self.emit = emit
+
+    @property
+    def mode(self) -> Mode:
+        return self.policy.mode
+
+    def set_mode(self, mode: Mode) -> None:
+        if mode != self.policy.mode:
+            self.policy.mode = mode
+            self.emit(ModeChanged(mode=mode))
+
+    def plan_command(self, command: str) -> BashPlan:
+        return self.policy.plan_bash(command)
+
+    def decide(self, need: ApprovalNeed, request: Callable[[], ApprovalRequest]) -> ApprovalDecision | None:
+        """None when the policy lets it through without asking; else the user's decision, recorded in the
+        transcript and remembered as they asked."""
+        if not self._asks(need):
+            return None
+        asked = request()
+        decision = self.approver.decide(asked)
         self.emit(
             ApprovalEvent(
-                tool_call_id=request.tool_call_id,
+                tool_call_id=asked.tool_call_id,
                 decision="approved" if decision.approved else "rejected",
                 reason=decision.reason,
             )
         )
+        self._remember(need, decision)
         return decision
 
-    def remember_prefix(self, command: str) -> None:
-        """'Always allow': the prefix runs without asking from now on, read-only."""
-        self.policy.allow.add(command_prefix(command))
+    def _asks(self, need: ApprovalNeed) -> bool:
+        if isinstance(need, EditNeed):
+            return self.policy.edit_needs_approval()
+        if isinstance(need, CommandNeed):
+            return need.tried_to_write or self.policy.plan_bash(need.command).ask
+        return True
+
+    def _remember(self, need: ApprovalNeed, decision: ApprovalDecision) -> None:
+        if isinstance(need, EditNeed) and decision.remember == "session":
+            self.set_mode("auto-edit")
+        elif isinstance(need, CommandNeed) and decision.approved and decision.remember == "prefix":
+            # 'Always allow': the prefix runs without asking from now on, read-only.
+            self.policy.allow.add(command_prefix(need.command))

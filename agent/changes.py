@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
-from agent.apply import atomic_write, encode_text
-from agent.approvals import ApprovalPolicy, Approver, EditApprovalRequest
+from agent.apply import WriteObserver, atomic_write, encode_text
+from agent.approvals import ApprovalOrchestrator, EditApprovalRequest, EditNeed
 from agent.diffs import apply_hunks, make_hunks, unified_diff
-from agent.events import ApprovalEvent, EventSink
 from agent.readstate import ReadState
+
+
+class AgentWriteObserver(WriteObserver, Protocol):
+    def agent_wrote(self, path: Path) -> None:
+        """After the agent's own Write/Edit landed."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -26,12 +31,10 @@ class ChangeOutcome:
 @dataclass
 class ChangeGate:
     root: Path
-    policy: ApprovalPolicy
-    approver: Approver
+    approvals: ApprovalOrchestrator
     read_state: ReadState
-    emit: EventSink
-    # Called after each file lands on disk (journal, watcher bookkeeping).
-    on_applied: Callable[[Path], None] = field(default=lambda path: None)
+    # The watcher: told before each write lands and after (its bookkeeping of the agent's own writes).
+    observer: AgentWriteObserver | None = None
     files_changed: set[str] = field(default_factory=set)
 
     def propose(
@@ -39,25 +42,14 @@ class ChangeGate:
     ) -> ChangeOutcome:
         hunks = make_hunks(old_text or "", new_text)
         selected: list[int] | None = None
-        if self.policy.edit_needs_approval():
-            request = EditApprovalRequest(
-                tool_call_id=tool_call_id,
-                tool=tool,
-                path=display,
-                is_new_file=old_text is None,
-                diff=unified_diff(display, old_text, new_text, hunks),
-                hunks=hunks,
-            )
-            decision = self.approver.decide(request)
-            self.emit(
-                ApprovalEvent(
-                    tool_call_id=tool_call_id,
-                    decision="approved" if decision.approved else "rejected",
-                    reason=decision.reason,
-                )
-            )
-            if decision.remember == "session":
-                self.policy.mode = "auto-edit"
+        decision = self.approvals.decide(
+            EditNeed(),
+            lambda: EditApprovalRequest(
+                tool_call_id=tool_call_id, tool=tool, path=display, is_new_file=old_text is None,
+                diff=unified_diff(display, old_text, new_text, hunks), hunks=hunks,
+            ),
+        )
+        if decision is not None:
             if not decision.approved:
                 return ChangeOutcome(applied=False, reason=decision.reason, total_hunks=len(hunks))
             if decision.hunks is not None and set(decision.hunks) != set(range(len(hunks))):
@@ -66,8 +58,9 @@ class ChangeGate:
                     return ChangeOutcome(applied=False, reason=decision.reason, total_hunks=len(hunks))
                 new_text = apply_hunks(old_text or "", hunks, set(selected))
         data = encode_text(new_text, old_text)  # keeps a CRLF file CRLF
-        atomic_write(path, data)
+        atomic_write(path, data, observer=self.observer)
         self.read_state.record(path, data)
         self.files_changed.add(display)
-        self.on_applied(path)
+        if self.observer is not None:
+            self.observer.agent_wrote(path)
         return ChangeOutcome(applied=True, applied_hunks=selected, total_hunks=len(hunks), text=new_text)

@@ -154,13 +154,12 @@ def make_hunks(old_text: str, new_text: str, context: int = 3) -> list[Hunk]:
         first, last = group[0], group[-1]
         i1, i2, j1, j2 = first[1], last[2], first[3], last[4]
         body: list[str] = []
-        change_start = change_end = None
+        change_start = None
         for tag, a1, a2, b1, b2 in group:
             if tag == "equal":
                 body.extend(" " + _visible(line) for line in old[a1:a2])
                 continue
             change_start = a1 if change_start is None else change_start
-            change_end = a2
             body.extend("-" + _visible(line) for line in old[a1:a2])
             body.extend("+" + _visible(line) for line in new[b1:b2])
         header = f"@@ -{_range(i1, i2 - i1)} +{_range(j1, j2 - j1)} @@"

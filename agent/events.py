@@ -105,6 +105,13 @@ class NoticeEvent(BaseModel):
     text: str
 
 
+class ModeChanged(BaseModel):
+    """The approval mode changed (the user's /mode, or 'approve all' during a review); live only."""
+
+    type: Literal["mode_changed"] = "mode_changed"
+    mode: str
+
+
 AgentEvent = (
     MessageEvent
     | UsageEvent
@@ -118,6 +125,7 @@ AgentEvent = (
     | ToolCallEvent
     | ToolResultEvent
     | NoticeEvent
+    | ModeChanged
 )
 
 EventSink = Callable[[AgentEvent], None]

@@ -34,9 +34,15 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from agent.apply import TEMP_SUFFIX, ApplyError, atomic_symlink, atomic_write, remove_empty_dir, remove_file
+from agent.apply import TEMP_SUFFIX, ApplyError, WriteObserver, atomic_symlink, atomic_write, remove_empty_dir, remove_file
 from agent.gitcmd import (
-    GitError, GitRepo, find_repository, init_private_repository, one_line, remember_session_repo, shown,
+    GitError,
+    GitRepo,
+    find_repository,
+    init_private_repository,
+    one_line,
+    remember_session_repo,
+    shown,
 )
 from agent.snapshot import DIR_FLAGS, READ_FLAGS, Blocked, TreeEntry, WorkTreeIndex, open_dir_confined
 
@@ -95,9 +101,14 @@ def new_session_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + os.urandom(3).hex()
 
 
+def project_key(root: Path) -> str:
+    """`NAME-HASH` for a folder: what ribbit's per-project state outside the repository is named by."""
+    resolved = root.resolve()
+    return f"{resolved.name}-{hashlib.sha256(str(resolved).encode()).hexdigest()[:16]}"
+
+
 def private_git_dir(root: Path) -> Path:
-    key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
-    return state_home() / "journals" / f"{root.resolve().name}-{key}.git"
+    return state_home() / "journals" / f"{project_key(root)}.git"
 
 
 def journal_kind(root: Path) -> str:
@@ -295,18 +306,19 @@ class Journal:
 
     # -- undo -----------------------------------------------------------------------------------
 
-    def undo_last(self) -> UndoResult:
+    def undo_last(self, observer: WriteObserver | None = None) -> UndoResult:
         """Put the files back as they were before the last step that changed them.
 
         Raises JournalError (one line) when there is nothing to undo or a file it would overwrite
-        was changed after that step by someone other than ribbit.
+        was changed after that step by someone other than ribbit. `observer` (the watcher) is told of
+        each write before it lands.
         """
         with self._lock:
             if len(self.snapshots) < 2:
                 raise JournalError("nothing to undo: the agent has not changed any file in this session")
             latest, previous = self.snapshots[-1], self.snapshots[-2]
             step = self._meta(latest).get("label", f"step {len(self.snapshots) - 1}")
-            result = self._restore(previous, latest, [latest], undone=str(step))
+            result = self._restore(previous, latest, [latest], undone=str(step), observer=observer)
             try:
                 n = len(self.snapshots) - 1
                 self._objects.run("update-ref", f"{self.namespace}/{self.session_id}/undone/{n}", latest)
@@ -363,6 +375,7 @@ class Journal:
 
     def _restore(
         self, target: str, latest: str, covered: list[str], *, undone: str, session_id: str | None = None,
+        observer: WriteObserver | None = None,
     ) -> UndoResult:
         try:
             before, after = self._entries(target), self._entries(latest)
@@ -375,7 +388,7 @@ class Journal:
             meta = self._meta(commit)
             foreign |= {self._from_root(p) for p in meta.get("foreign", [])}
             mixed |= {self._from_root(p) for p in meta.get("mixed", [])}
-        plan = _UndoPlan(self, before, after, [p for p in paths if p not in foreign])
+        plan = _UndoPlan(self, before, after, [p for p in paths if p not in foreign], observer)
         problem = plan.check(mixed)
         if problem:
             raise JournalError(f"cannot undo: {problem}; nothing was restored")
@@ -587,8 +600,12 @@ def open_journals(root: Path) -> list[Journal]:
 class _UndoPlan:
     """Checks every path an undo touches against the disk first, then carries it out."""
 
-    def __init__(self, journal: Journal, before: dict[str, TreeEntry], after: dict[str, TreeEntry], paths: list[str]) -> None:
+    def __init__(
+        self, journal: Journal, before: dict[str, TreeEntry], after: dict[str, TreeEntry], paths: list[str],
+        observer: WriteObserver | None = None,
+    ) -> None:
         self.journal = journal
+        self.observer = observer
         self.before = before  # the state undo goes back to
         self.after = after  # the state undo takes back (what the disk must still show)
         self.paths = [p for p in paths if before.get(p, _NO_ENTRY).mode != "160000" and after.get(p, _NO_ENTRY).mode != "160000"]
@@ -644,7 +661,7 @@ class _UndoPlan:
         try:
             for rel in self.removals:
                 current = rel
-                remove_file(top / rel)
+                remove_file(top / rel, self.observer)
                 deleted.append(rel)
             for rel in sorted(self.folders, key=lambda p: -p.count("/")):
                 current = rel
@@ -657,7 +674,7 @@ class _UndoPlan:
                 if entry.mode == "120000":
                     atomic_symlink(top / rel, os.fsdecode(data))
                 else:
-                    atomic_write(top / rel, data, allow_binary=True, executable=entry.mode == "100755")
+                    atomic_write(top / rel, data, allow_binary=True, executable=entry.mode == "100755", observer=self.observer)
                 restored.append(rel)
         except (OSError, GitError) as exc:
             what = exc.strerror if isinstance(exc, OSError) and not isinstance(exc, ApplyError) and exc.strerror else str(exc)

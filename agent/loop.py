@@ -10,29 +10,49 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, ValidationError
 
-from agent.approvals import ApprovalPolicy, Approver
-from agent.changes import ChangeGate
+from agent.approvals import ApprovalOrchestrator, ApprovalPolicy, Approver
+from agent.changes import AgentWriteObserver, ChangeGate
 from agent.crashlog import describe, one_line
 from agent.events import (
-    EventSink, MessageEvent, NoticeEvent, PrefillEvent, ReasoningDelta, StopReason, SummaryEvent,
-    TextDelta, ToolCallEvent, ToolResultEvent, TurnStarted, UsageEvent,
+    EventSink,
+    MessageEvent,
+    NoticeEvent,
+    PrefillEvent,
+    ReasoningDelta,
+    StopReason,
+    SummaryEvent,
+    TextDelta,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnStarted,
+    UsageEvent,
 )
 from agent.instructions import MAX_TOTAL_BYTES, ProjectInstructions, load_instructions
-from agent.parsers import ParsedTurn, StreamSplitter, parser_for
-from agent.parsers.base import call_problem
 from agent.prompt import system_prompt
 from agent.readstate import ReadState
 from agent.repeats import RepeatDetector
 from agent.sandbox import CommandRunner
+from agent.screening import screened
+from agent.stream import StreamSplitter
 from agent.tools import Tool, ToolContext, ToolError, default_tools
+from agent.tools.base import ShellState
 from agent.unicode_text import valid_unicode
 from models.base import (
-    ChatModel, ContextFull, GenerationRequest, ModelError, ModelInfo, PrefillProgress, TextChunk, TurnEnd,
+    ChatModel,
+    ContextFull,
+    GenerationRequest,
+    ModelError,
+    ModelInfo,
+    PrefillProgress,
+    TextChunk,
+    TurnEnd,
 )
-from models.chat import ChatMessage, ToolCall
+from models.chat import ChatMessage, ParsedTurn, ToolCall
+from models.dialects import dialect_named, parser_for
 
 MAX_MALFORMED_IN_ROW = 3
 
@@ -72,6 +92,24 @@ def no_reasoning_switch(info: ModelInfo) -> str:
     return f"{info.name} has no reasoning switch (its chat template does not read enable_thinking); {does}"
 
 
+class Notes:
+    """Short notes for the model's next turn (e.g. files changed outside the agent); any thread."""
+
+    def __init__(self) -> None:
+        self._notes: list[str] = []
+        self._lock = threading.Lock()
+
+    def add(self, text: str) -> None:
+        with self._lock:
+            self._notes.append(text)
+
+    def take(self) -> str:
+        """All notes so far, one a line, and forget them."""
+        with self._lock:
+            notes, self._notes = self._notes, []
+        return "\n".join(notes)
+
+
 class AgentSession:
     def __init__(
         self,
@@ -84,10 +122,11 @@ class AgentSession:
         sink: EventSink,
         limits: Limits | None = None,
         read_state: ReadState | None = None,
-        on_applied: Callable[[Path], None] | None = None,
+        write_observer: AgentWriteObserver | None = None,
         after_step: Callable[[int, list[ToolCall]], None] | None = None,
         reasoning: bool | None = None,
         instructions: ProjectInstructions | None = None,
+        notes: Notes | None = None,
     ) -> None:
         self.model = model
         self.root = root.resolve()
@@ -97,14 +136,16 @@ class AgentSession:
         self.specs = [t.spec() for t in self.tools.values()]
         self.parser = parser_for(model.info.dialect, self.specs)
         self.read_state = read_state or ReadState()
+        self.approvals = ApprovalOrchestrator(policy, approver, sink)
         self.changes = ChangeGate(
-            root=self.root, policy=policy, approver=approver, read_state=self.read_state, emit=sink,
-            on_applied=on_applied or (lambda path: None),
+            root=self.root, approvals=self.approvals, read_state=self.read_state,
+            observer=write_observer,
         )
         self.cancel_event = threading.Event()
-        self.ctx = ToolContext(
+        # Shared by every call; the loop gives each call its own copy naming it (ToolContext.for_call).
+        self.tool_context = ToolContext(
             root=self.root, read_state=self.read_state, changes=self.changes, runner=runner,
-            cancel=self.cancel_event,
+            approvals=self.approvals, shell=ShellState(cwd=self.root), cancel=self.cancel_event,
         )
         self.after_step = after_step or (lambda step, calls: None)
         self.messages: list[ChatMessage] = []
@@ -113,8 +154,7 @@ class AgentSession:
         self._malformed_in_row = 0
         self._repeats = RepeatDetector()
         self._opens_reasoning = model.info.opens_reasoning
-        self._notes: list[str] = []
-        self._notes_lock = threading.Lock()
+        self.notes = notes or Notes()
         # Reasoning on / off for the next turns (None: the model's default); see set_reasoning().
         self.reasoning = reasoning
         # AGENTS.md & co., read once: what the agent writes to them later applies from the next session.
@@ -174,7 +214,7 @@ class AgentSession:
         except Exception as exc:  # a bug, or input nobody foresaw: one line and a summary, never a stack
             reason, message = "error", "internal error: " + describe(exc)
         if reason != "finished":
-            level = "warning" if reason == "interrupted" else "error"
+            level: Literal["warning", "error"] = "warning" if reason == "interrupted" else "error"
             self.sink(NoticeEvent(level=level, text=message))
         summary = SummaryEvent(
             steps=self.steps, stop_reason=reason, files_changed=sorted(self.changes.files_changed), message=message
@@ -188,8 +228,16 @@ class AgentSession:
 
     def add_note(self, text: str) -> None:
         """A short note for the model's next turn (e.g. files changed outside the agent); any thread."""
-        with self._notes_lock:
-            self._notes.append(text)
+        self.notes.add(text)
+
+    def clear(self) -> None:
+        """A new conversation: the system prompt stays; the turns, the pending notes and the record of
+        recent calls go. Call it between runs."""
+        del self.messages[1:]
+        self.notes.take()
+        self._repeats = RepeatDetector()
+        self.steps = 0
+        self._malformed_in_row = 0
 
     # -- one step -------------------------------------------------------------------------------
 
@@ -304,9 +352,8 @@ class AgentSession:
             args = tool.args_model.model_validate(call.arguments)
         except ValidationError as exc:
             return "Error: " + format_validation_error(call.name, exc), True
-        self.ctx.tool_call_id = call.id
         try:
-            return tool.run(args, self.ctx), False
+            return tool.run(args, self.tool_context.for_call(call.id)), False
         except ToolError as exc:
             return f"Error: {exc}", True
         except OSError as exc:
@@ -343,9 +390,7 @@ class AgentSession:
         self.sink(NoticeEvent(level="warning", text=no_reasoning_switch(self.model.info) + f"; reasoning {setting} is ignored"))
 
     def _take_notes(self) -> str:
-        with self._notes_lock:
-            notes, self._notes = self._notes, []
-        return "\n".join(notes)
+        return self.notes.take()
 
     def _add(self, message: ChatMessage) -> None:
         self.messages.append(message)
@@ -353,28 +398,19 @@ class AgentSession:
 
     def _system_prompt(self) -> str:
         return system_prompt(
-            self.root, self.specs, describe_tools=self.model.info.dialect == "json", instructions=self.instructions
+            self.root, self.specs, describe_tools=dialect_named(self.model.info.dialect).tools_in_prompt, instructions=self.instructions
         )
 
 
-def screened(parsed: ParsedTurn) -> ParsedTurn:
-    """Calls that cannot be run as they stand (nested too deep, not valid Unicode) become parse
-    errors, and the text the conversation keeps is valid Unicode (it is tokenized again later)."""
-    kept = []
-    for call in parsed.tool_calls:
-        problem = call_problem(call)
-        if problem:
-            parsed.errors.append(problem)
-        else:
-            kept.append(call)
-    parsed.tool_calls = kept
-    parsed.content = valid_unicode(parsed.content)
-    if parsed.reasoning is not None:
-        parsed.reasoning = valid_unicode(parsed.reasoning)
-    return parsed
+class Runs(Protocol):
+    """What run_interruptibly drives: an AgentSession, or the Workspace session API around one."""
+
+    def run(self, task: str) -> SummaryEvent: ...
+
+    def cancel(self) -> None: ...
 
 
-def run_interruptibly(session: AgentSession, task: str) -> SummaryEvent:
+def run_interruptibly(session: Runs, task: str) -> SummaryEvent:
     """session.run(task) in a worker thread, so Ctrl+C stops the model cleanly instead of mid-write.
 
     The wait is on an Event, not Thread.join: a KeyboardInterrupt that lands inside

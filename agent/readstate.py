@@ -49,10 +49,6 @@ class ReadState:
                 return True
             return False
 
-    def has_read(self, path: Path) -> bool:
-        with self._lock:
-            return path in self._stamps
-
     def check_writable(self, path: Path, display: str) -> None:
         """Raise unless an existing file was read and is unchanged since (hash, then mtime)."""
         if not path.exists():

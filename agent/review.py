@@ -6,35 +6,29 @@ approved hunks are applied atomically, only to files still as they were when the
 and the live journal records the result so `ribbit undo` can take it back. The worktree is
 always removed.
 
-`ReviewSession` is the reusable part (the TUI drives it); `run_review` is the `ribbit run` flow.
+`ReviewSession` is the reusable part; the `ribbit run --mode review` flow is app/run.py's.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
-import sys
 import tempfile
 from pathlib import Path
-from typing import IO, Literal
+from typing import Literal
 
 from pydantic import BaseModel
 
 from agent.apply import ApplyError, atomic_symlink, atomic_write, is_binary, remove_file, remove_tree, write_new_file
 from agent.approvals import Approver, PatchHunkApprovalRequest, RejectAll
 from agent.diffs import Hunk, apply_hunks, make_hunks
-from agent.events import EventSink, NoticeEvent, StopReason, SummaryEvent
+from agent.events import EventSink, SummaryEvent
 from agent.gitcmd import GitRepo
 from agent.journal import GIT_ERRORS, Blocked, Journal, JournalError, TreeEntry, _one_line, state_home
 from agent.loop import Limits, run_interruptibly
 from agent.workspace import Workspace, check_repo, open_workspace
 from models.base import ChatModel
 
-# Same as app/run.py's EXIT_CODES (agent/ may not import app/).
-EXIT_CODES: dict[StopReason, int] = {
-    "finished": 0, "error": 1, "max_steps": 3, "context": 3, "turn_tokens": 3, "interrupted": 130,
-}
 REVIEW_NAMESPACE = "refs/ribbit-review"
 
 
@@ -296,36 +290,3 @@ def review_interactively(proposal: ReviewProposal, approver: Approver) -> dict[s
             if decision.approved:
                 selection.setdefault(review_file.path, []).append(index)
     return selection
-
-
-def run_review(
-    model: ChatModel, args: argparse.Namespace, task: str, limits: Limits, sink: EventSink, approver: Approver,
-    stdout: IO[str],
-) -> int:
-    """`ribbit run --mode review`: run, review each hunk on stdin, apply, print the applied patch."""
-    review = ReviewSession(model, Path(args.repo), sink=sink, limits=limits, no_sandbox=args.no_sandbox,
-                           reasoning=args.reasoning)
-    try:
-        summary = review.run(task)
-        proposal = review.proposal()
-        if not proposal.files:
-            sink(NoticeEvent(level="info", text="review: the agent changed no files"))
-        selection = review_interactively(proposal, approver)
-        result = review.apply(proposal, selection)
-    finally:
-        review.close()
-    for path, why in result.skipped.items():
-        sink(NoticeEvent(level="warning", text=f"review: {path} not applied: {why}"))
-    total = sum(f.item_count for f in proposal.files)
-    done = sum(len(v) for v in result.applied.values())
-    sink(NoticeEvent(level="info", text=f"review: applied {done} of {total} hunks to {review.root}"))
-    if getattr(args, "patch_out", None):
-        try:
-            Path(args.patch_out).write_text(result.patch, encoding="utf-8")
-        except OSError as exc:
-            print(f"ribbit: error: cannot write the patch to {args.patch_out}: {exc.strerror or exc}", file=sys.stderr)
-            return 1
-    else:
-        stdout.write(result.patch)
-        stdout.flush()
-    return EXIT_CODES[summary.stop_reason]

@@ -83,6 +83,10 @@ class CommandRunner(Protocol):
         self, command: str, cwd: Path, timeout: float, cancel: threading.Event, access: Access = "read-write",
     ) -> CommandResult: ...
 
+    def close(self) -> None:
+        """Drop what the runner keeps between commands (a scratch folder); safe to call more than once."""
+        ...
+
 
 class _Capture:
     """Keeps the head and tail of a stream so a runaway command cannot exhaust memory."""

@@ -21,14 +21,19 @@ from pathlib import Path
 
 from pydantic import BaseModel
 from watchdog.events import (
-    DirMovedEvent, FileCreatedEvent, FileDeletedEvent, FileModifiedEvent, FileMovedEvent,
-    FileSystemEvent, FileSystemEventHandler,
+    DirMovedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
 )
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserverVFS
 
-from agent.apply import TEMP_SUFFIX, add_write_listener, remove_write_listener
+from agent.apply import TEMP_SUFFIX
 from agent.sandbox import Access, CommandResult, CommandRunner
 
 DEBOUNCE_S = 0.15  # a burst (editor save, git checkout) is reported once it has been quiet this long
@@ -164,7 +169,6 @@ class RepoWatcher:
                 reason = f"the system refused more file watches ({exc.strerror or exc})"
         if reason:
             self._start_polling(reason)
-        add_write_listener(self._expect_write)
         self._thread = threading.Thread(target=self._flush_loop, name="ribbit-watcher", daemon=True)
         self._thread.start()
         return self.message
@@ -191,7 +195,6 @@ class RepoWatcher:
             old.stop()
 
     def stop(self) -> None:
-        remove_write_listener(self._expect_write)
         with self._lock:
             self._stopping = True
             self._lock.notify_all()
@@ -204,7 +207,8 @@ class RepoWatcher:
     # -- what the agent does --------------------------------------------------------------------
 
     def agent_wrote(self, path: Path) -> None:
-        """ChangeGate.on_applied: the agent's own Write/Edit, recognised later by its content."""
+        """After the agent's own Write/Edit landed (ChangeGate): recognised later by its content, and counted
+        as the agent's for the journal's undo rules."""
         rel = self._rel(str(path))
         if rel is None:
             return
@@ -213,8 +217,9 @@ class RepoWatcher:
             self._written[rel] = sha
             self._agent.add(rel)
 
-    def _expect_write(self, path: Path, data: bytes | None) -> None:
-        """Before any ribbit write or removal lands (apply, undo, review): remember what it will leave."""
+    def expect_write(self, path: Path, data: bytes | None) -> None:
+        """WriteObserver: before a ribbit write or removal lands (the agent's edits, /undo), remember what
+        it will leave."""
         rel = self._rel(str(path.parent.resolve() / path.name))
         if rel is not None:
             with self._lock:
@@ -375,9 +380,7 @@ class WatchedRunner:
             return self.inner.run(command, cwd, timeout, cancel, access=access)
 
     def close(self) -> None:
-        close = getattr(self.inner, "close", None)
-        if callable(close):
-            close()
+        self.inner.close()
 
 
 def _sha_of(path: Path) -> str | None:

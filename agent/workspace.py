@@ -1,21 +1,24 @@
-"""Wiring one agent session onto a repository: sandbox, policy, journal, watcher. Used by the TUI and `ribbit run`."""
+"""One agent session on a repository: `open_workspace` wires sandbox, policy, journal and watcher, and the
+`Workspace` it returns is the session API the TUI and `ribbit run` hold (they call only its methods)."""
 
 from __future__ import annotations
 
-import hashlib
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.approvals import AllowList, ApprovalPolicy, Approver, Mode
-from agent.events import AgentEvent, EventSink, ExternalChangeEvent, NoticeEvent
-from agent.journal import Journal, UndoResult, state_home
-from agent.loop import AgentSession, Limits
+from agent.apply import read_regular
+from agent.approvals import MODES, AllowList, ApprovalPolicy, Approver, Mode
+from agent.diffs import unified_diff
+from agent.events import AgentEvent, EventSink, ExternalChangeEvent, NoticeEvent, SummaryEvent
+from agent.journal import Journal, JournalError, UndoResult, project_key, state_home
+from agent.loop import AgentSession, Limits, Notes
 from agent.readstate import ReadState
 from agent.sandbox import CommandRunner, LocalRunner, make_runner, sandbox_available
 from agent.sandbox_config import SandboxConfigError, load_settings
 from agent.watcher import ExternalChange, RepoWatcher, WatchedRunner
-from models.base import ChatModel
+from models.base import ChatModel, ModelInfo
 from models.chat import ToolCall
 
 # Tools whose calls may change files; only steps with one of them are snapshotted (Bash only when
@@ -28,10 +31,21 @@ class SetupError(Exception):
     """One line for the user: why a session cannot start."""
 
 
+class ModeError(ValueError):
+    """One line for the user: why the session cannot switch to that mode."""
+
+
+@dataclass(frozen=True)
+class SetupNotice:
+    """A line about how the session was set up; `live` ones are also sent to the user as warnings."""
+
+    text: str
+    live: bool = False
+
+
 def project_state(root: Path) -> Path:
     """Per-project settings folder (kept outside the repository, so nothing leaks into commits)."""
-    key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
-    return state_home() / "projects" / f"{root.resolve().name}-{key}"
+    return state_home() / "projects" / project_key(root)
 
 
 def check_repo(repo: str | Path) -> Path:
@@ -66,6 +80,8 @@ def locked_sink(sink: EventSink) -> EventSink:
 
 @dataclass
 class Workspace:
+    """The session API: the TUI and `ribbit run` call only these methods (the agent thread runs `run`)."""
+
     session: AgentSession
     journal: Journal
     runner: CommandRunner
@@ -73,23 +89,115 @@ class Workspace:
     # One line each for the status bar / stderr: sandbox state, watcher method.
     sandbox_status: str = ""
     watch_status: str = ""
-    notices: list[str] = field(default_factory=list)
+    notices: list[SetupNotice] = field(default_factory=list)
+    # --no-sandbox: the user's own choice, so full-auto is allowed without a sandbox.
+    no_sandbox: bool = False
+
+    # -- what the UI shows ----------------------------------------------------------------------
+
+    @property
+    def model(self) -> ChatModel:
+        return self.session.model
+
+    @property
+    def model_info(self) -> ModelInfo:
+        return self.session.model.info
+
+    @property
+    def limits(self) -> Limits:
+        return self.session.limits
+
+    @property
+    def mode(self) -> Mode:
+        return self.session.approvals.mode
+
+    @property
+    def sandboxed(self) -> bool:
+        return self.runner.sandboxed
+
+    def context_used(self) -> int:
+        return self.session.model.context_used()
+
+    def reasoning_state(self) -> bool | None:
+        return self.session.reasoning_state()
+
+    # -- the conversation -----------------------------------------------------------------------
+
+    def run(self, task: str) -> SummaryEvent:
+        """Work on `task` (blocks: call it from a worker thread)."""
+        return self.session.run(task)
+
+    def cancel(self) -> None:
+        """Stop the current generation or tool (any thread)."""
+        self.session.cancel()
+
+    def clear(self) -> None:
+        """Start a new conversation: only the system prompt is kept (call it between runs)."""
+        self.session.clear()
+
+    def set_mode(self, mode: str) -> Mode:
+        """Switch the approval mode (a ModeChanged event follows); ModeError says why not."""
+        if mode not in MODES or mode == "review":
+            raise ModeError(f"cannot switch to {mode!r} here")
+        if mode == "full-auto" and not self.runner.sandboxed and not self.no_sandbox:
+            raise ModeError("full-auto needs the sandbox for Bash, and there is none")
+        self.session.approvals.set_mode(mode)  # type: ignore[arg-type]  # checked against MODES above
+        return self.mode
+
+    def set_reasoning(self, on: bool | None) -> bool:
+        return self.session.set_reasoning(on)
+
+    def use_model(self, model: ChatModel) -> None:
+        """Go on with this conversation on another model (between runs)."""
+        self.session.use_model(model)
+
+    # Issue 14 adds rewind(), compact() and resume() here.
+
+    # -- the checkout ---------------------------------------------------------------------------
 
     def patch(self) -> str:
         return self.journal.patch()
 
     def undo_last(self) -> UndoResult:
-        """`/undo`: the journal's undo_last (JournalError with one line when it refuses)."""
-        return self.journal.undo_last()
+        """`/undo`: the journal's undo_last (JournalError with one line when it refuses); the watcher is
+        told of each write first, so the undo is not reported as an outside change."""
+        return self.journal.undo_last(observer=self.watcher)
+
+    def session_diff(self) -> list[tuple[str, str]]:
+        """(path, unified diff) for each file the session changed, against the state at start. Runs git:
+        call it off the UI thread."""
+        journal = self.journal
+        if not journal.snapshots:
+            return []
+        start = journal.snapshots[0]
+        paths = set(self.session.changes.files_changed)
+        try:
+            paths.update(journal.changed_since_start())
+        except JournalError:  # git trouble: fall back to the files the agent itself wrote
+            pass
+        out = []
+        for display in sorted(paths):
+            old = self._text_at(start, display)
+            new_bytes = read_regular(self.session.root / display)
+            new = new_bytes.decode("utf-8", "replace") if new_bytes is not None else ""
+            if old == new:
+                continue
+            out.append((display, unified_diff(display, old, new)))
+        return out
+
+    def _text_at(self, commit: str, display: str) -> str | None:
+        try:
+            found = self.journal.read_blob(commit, display)
+        except JournalError:
+            return None
+        return found[0].decode("utf-8", "replace") if found is not None else None
 
     def close(self) -> None:
         """Stop the watcher thread and drop the runner's scratch folder; safe to call more than once."""
         if self.watcher is not None:
             self.watcher.stop()
             self.watcher = None
-        close = getattr(self.runner, "close", None)
-        if callable(close):
-            close()
+        self.runner.close()
 
 
 def open_workspace(
@@ -128,35 +236,49 @@ def open_workspace(
     sink = locked_sink(sink)
     read_state = ReadState()
     watcher: RepoWatcher | None = None
-    notices = [sandbox_status]
+    notices = [SetupNotice(sandbox_status, live=not runner.sandboxed and not no_sandbox)]
     if swept:
-        notices.append("removed temp files left by an interrupted write: " + ", ".join(swept[:5]))
-    session_box: list[AgentSession] = []
+        notices.append(SetupNotice("removed temp files left by an interrupted write: " + ", ".join(swept[:5]), live=True))
+    notes = Notes()
 
     def on_external(change: ExternalChange) -> None:
         for rel in change.paths:
             read_state.mark_stale(root / rel)
-        if session_box:
-            session_box[0].add_note(external_note(change))
+        notes.add(external_note(change))
         sink(ExternalChangeEvent(paths=change.paths))
 
     if watch:
         watcher = RepoWatcher(root, on_external, is_ignored=journal.ignored)
-        notices.append(watcher.start())
+        notices.append(SetupNotice(watcher.start(), live=watcher.method == "polling"))
         runner = WatchedRunner(runner, watcher)
+    notices += [SetupNotice(line, live=True) for line in journal_notices]  # paths the start snapshot could not record
     session = AgentSession(
         model, root, policy=policy, approver=approver, runner=runner, sink=sink, limits=limits,
-        read_state=read_state, on_applied=watcher.agent_wrote if watcher else None, reasoning=reasoning,
+        read_state=read_state, write_observer=watcher, reasoning=reasoning,
+        notes=notes, after_step=snapshot_changes(journal, base_runner, watcher, sink),
     )
-    session_box.append(session)
+    for notice in notices:
+        # Only what the user must know about goes to the live stream; the rest is in `notices`.
+        # (--no-sandbox was the user's own choice: the status bar says it, no warning needed.)
+        if notice.live:
+            sink(NoticeEvent(level="warning", text=notice.text))
+    return Workspace(
+        session=session, journal=journal, runner=runner, watcher=watcher, sandbox_status=sandbox_status,
+        watch_status=watcher.message if watcher else "", notices=notices, no_sandbox=no_sandbox,
+    )
 
-    writable_runs = [base_runner.writable_runs if isinstance(base_runner, LocalRunner) else 0]
+
+def snapshot_changes(
+    journal: Journal, runner: CommandRunner, watcher: RepoWatcher | None, sink: EventSink,
+) -> Callable[[int, list[ToolCall]], None]:
+    """The session's after-step hook: a journal snapshot after each step that may have changed files."""
+    writable_runs = [runner.writable_runs if isinstance(runner, LocalRunner) else 0]
 
     def after_step(step: int, calls: list[ToolCall]) -> None:
         changed = any(call.name in CHANGING_TOOLS for call in calls)
-        if isinstance(base_runner, LocalRunner):
-            changed |= base_runner.writable_runs != writable_runs[0]
-            writable_runs[0] = base_runner.writable_runs
+        if isinstance(runner, LocalRunner):
+            changed |= runner.writable_runs != writable_runs[0]
+            writable_runs[0] = runner.writable_runs
         else:
             changed |= any(call.name == "Bash" for call in calls)
         if changed:
@@ -164,15 +286,4 @@ def open_workspace(
             for line in journal.record_step(f"step {step}", foreign=foreign, mixed=mixed):
                 sink(NoticeEvent(level="warning", text=line))
 
-    session.after_step = after_step
-    for line in notices:
-        # Only what the user must know about goes to the live stream; the rest is in `notices`.
-        # (--no-sandbox was the user's own choice: the status bar says it, no warning needed.)
-        if (line.startswith("NO SANDBOX") and not no_sandbox) or "polling" in line or line.startswith("removed temp"):
-            sink(NoticeEvent(level="warning", text=line))
-    for line in journal_notices:  # paths the start snapshot could not record
-        sink(NoticeEvent(level="warning", text=line))
-    return Workspace(
-        session=session, journal=journal, runner=runner, watcher=watcher, sandbox_status=sandbox_status,
-        watch_status=watcher.message if watcher else "", notices=notices,
-    )
+    return after_step

@@ -23,17 +23,15 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.worker import Worker, WorkerState
 
-from agent.apply import read_regular
-from agent.approvals import MODES, ApprovalDecision, ApprovalRequest, BashApprovalRequest, EditApprovalRequest
-from agent.diffs import unified_diff
+from agent.approvals import ApprovalDecision, ApprovalRequest, BashApprovalRequest, EditApprovalRequest
 from agent.events import (
-    AgentEvent, ExternalChangeEvent, MessageEvent, NoticeEvent, PrefillEvent, ReasoningDelta, SummaryEvent,
+    AgentEvent, ExternalChangeEvent, MessageEvent, ModeChanged, NoticeEvent, PrefillEvent, ReasoningDelta, SummaryEvent,
     TextDelta, ToolCallEvent, ToolResultEvent, TurnStarted, UsageEvent,
 )
 from agent.instructions import INIT_TASK
 from agent.journal import JournalError
-from agent.loop import AgentSession, Limits, no_reasoning_switch
-from agent.workspace import SetupError, Workspace, open_workspace
+from agent.loop import Limits, no_reasoning_switch
+from agent.workspace import ModeError, SetupError, Workspace, open_workspace
 from app.messages import (
     ApprovalRequested, EventsReady, ModelLoaded, PromptSubmitted, RunFinished, SetupFailed, WorkspaceReady,
 )
@@ -252,7 +250,7 @@ class RibbitApp(App[int]):
         self.last_key_at = 0.0
         self.collector = QuietCollector()
         self._agent_thread: threading.Thread | None = None
-        self.main = MainScreen()
+        self.main = MainScreen(last_input_at=lambda: self.last_key_at)
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, events.Key):
@@ -300,13 +298,12 @@ class RibbitApp(App[int]):
         self.post_message(WorkspaceReady(workspace))
 
     async def on_workspace_ready(self, message: WorkspaceReady) -> None:
-        self.workspace = message.workspace
-        session = self.workspace.session
+        workspace = self.workspace = message.workspace
         status = self.main.status
-        self.show_model(session)
-        status.max_steps = session.limits.max_steps
-        status.sandboxed = self.workspace.runner.sandboxed
-        status.mode = session.changes.policy.mode
+        self.show_model(workspace)
+        status.max_steps = workspace.limits.max_steps
+        status.sandboxed = workspace.sandboxed
+        status.mode = workspace.mode
         # Everything loaded so far lives for the whole session: keep it out of the collector's
         # full passes, which otherwise grow into pauses a keystroke can feel.
         gc.freeze()
@@ -314,14 +311,14 @@ class RibbitApp(App[int]):
             task, self.pending_task = self.pending_task, None
             self.start_task(task)
 
-    def show_model(self, session: AgentSession) -> None:
-        info, status = session.model.info, self.main.status
+    def show_model(self, workspace: Workspace) -> None:
+        info, status, limits = workspace.model_info, self.main.status, workspace.limits
         status.model_name = info.name
         status.quantization = info.quantization
         status.threads = info.threads
-        status.context_limit = min(session.limits.context, info.context_length or session.limits.context)
-        status.context_used = session.model.context_used()
-        status.reasoning = reasoning_label(session)
+        status.context_limit = min(limits.context, info.context_length or limits.context)
+        status.context_used = workspace.context_used()
+        status.reasoning = reasoning_label(workspace)
 
     async def on_setup_failed(self, message: SetupFailed) -> None:
         self.main.status.model_name = "no model"
@@ -335,13 +332,12 @@ class RibbitApp(App[int]):
     def shutdown_agent(self) -> None:
         self.approver.close()
         if self.workspace is not None:
-            self.workspace.session.cancel()
+            self.workspace.cancel()
 
     def close_workspace(self) -> None:
         """Stop the watcher thread (after the agent has stopped)."""
-        close = getattr(self.workspace, "close", None)
-        if callable(close):
-            close()
+        if self.workspace is not None:
+            self.workspace.close()
 
     def join_agent(self, timeout: float = 30.0) -> None:
         """Wait for the agent thread to stop, so no write is cut off when the process exits."""
@@ -377,7 +373,7 @@ class RibbitApp(App[int]):
         assert self.workspace is not None
         self._agent_thread = threading.current_thread()
         try:
-            self.workspace.session.run(task)
+            self.workspace.run(task)
         except Exception as exc:  # a bug, not an observation: show it, keep the app alive
             self.post_message(RunFinished(error=f"{type(exc).__name__}: {exc}"))
             return
@@ -419,8 +415,6 @@ class RibbitApp(App[int]):
                 self.main.status.tokens_per_s = self.turn.deltas / elapsed
         for item in items:
             await self.handle(item)
-        if self.workspace is not None:
-            self.main.status.mode = self.workspace.session.changes.policy.mode
 
     async def handle(self, item: QueueItem) -> None:
         transcript, status = self.main.transcript, self.main.status
@@ -444,8 +438,8 @@ class RibbitApp(App[int]):
             if item.decode_s > 0 and item.completion_tokens:
                 status.tokens_per_s = item.completion_tokens / item.decode_s
             status.context_used = item.prompt_tokens + item.completion_tokens
-            if self.workspace is not None and self.workspace.session is not None:
-                status.threads = self.workspace.session.model.info.threads  # revised from measured contention
+            if self.workspace is not None:
+                status.threads = self.workspace.model_info.threads  # revised from measured contention
         elif isinstance(item, ContextSample):
             status.context_used = item.used
         elif isinstance(item, ToolCallEvent):
@@ -459,6 +453,8 @@ class RibbitApp(App[int]):
             status.external_changes = len(self.external_paths)
         elif isinstance(item, NoticeEvent):
             await transcript.add_notice(item.text, item.level)
+        elif isinstance(item, ModeChanged):
+            status.mode = item.mode
         elif isinstance(item, SummaryEvent):
             await transcript.end_turn()
             if item.stop_reason == "finished":
@@ -494,6 +490,8 @@ class RibbitApp(App[int]):
             self.push_screen(EditReviewScreen(request), callback=resolve)
         elif isinstance(request, BashApprovalRequest):
             self.push_screen(BashApprovalScreen(request), callback=resolve)
+        else:  # a kind this UI cannot show: answer, so the agent thread never waits forever
+            resolve(ApprovalDecision(approved=False, reason=f"ribbit's TUI cannot review a {request.kind} request"))
 
     # -- control --------------------------------------------------------------------------------
 
@@ -501,7 +499,7 @@ class RibbitApp(App[int]):
         """Esc: stop the current generation or tool; the session can go on with a new message."""
         if not self.busy or self.workspace is None:
             return
-        self.workspace.session.cancel()
+        self.workspace.cancel()
         self.approver.reject_pending("the user stopped the agent")
         self.main.status.activity = "stopping…"
 
@@ -544,7 +542,7 @@ class RibbitApp(App[int]):
             self.main.status.activity = "loading model"
             self.load_other_model(arg)
         elif command == "/diff":
-            self.push_screen(SessionDiffScreen(self.session_changes()))
+            self.show_session_diff()
         elif command == "/undo":
             self.undo()
         elif command == "/init":
@@ -553,34 +551,31 @@ class RibbitApp(App[int]):
             self.start_task(INIT_TASK)
         elif command == "/clear":
             await transcript.clear()
-            session = self.workspace.session
-            del session.messages[1:]  # keep the system prompt; the next task starts a new conversation
+            self.workspace.clear()  # keeps the system prompt; the next task starts a new conversation
             self.main.status.step = 0
 
     async def set_mode(self, mode: str) -> None:
         assert self.workspace is not None
-        transcript, policy = self.main.transcript, self.workspace.session.changes.policy
+        transcript, workspace = self.main.transcript, self.workspace
         if not mode:
-            await transcript.add_notice(f"mode is {policy.mode}; choose one of: {', '.join(MODE_ARGS)}")
+            await transcript.add_notice(f"mode is {workspace.mode}; choose one of: {', '.join(MODE_ARGS)}")
             return
-        if mode not in MODES or mode == "review":
-            await transcript.add_notice(f"cannot switch to {mode!r} here; choose one of: {', '.join(MODE_ARGS)}", "error")
+        try:
+            self.main.status.mode = workspace.set_mode(mode)
+        except ModeError as exc:
+            choose = "" if mode in MODE_ARGS else f"; choose one of: {', '.join(MODE_ARGS)}"
+            await transcript.add_notice(f"{exc}{choose}", "error")
             return
-        if mode == "full-auto" and not self.workspace.runner.sandboxed and not self.config.no_sandbox:
-            await transcript.add_notice("full-auto needs the sandbox for Bash, and there is none", "error")
-            return
-        policy.mode = mode  # type: ignore[assignment]
-        self.main.status.mode = mode
         await transcript.add_notice(f"mode is now {mode}")
 
     async def set_reasoning(self, arg: str) -> None:
         """`/think on|off`: applies from the next turn (the running task's too); nothing is read again."""
         assert self.workspace is not None
-        transcript, session = self.main.transcript, self.workspace.session
-        info = session.model.info
+        transcript, workspace = self.main.transcript, self.workspace
+        info = workspace.model_info
         no_switch = no_reasoning_switch(info)
         if not arg:
-            state = session.reasoning_state()
+            state = workspace.reasoning_state()
             if info.reasoning is None:
                 await transcript.add_notice(no_switch)
             elif state is None:
@@ -591,10 +586,10 @@ class RibbitApp(App[int]):
         if arg not in ("on", "off"):
             await transcript.add_notice(f"/think takes on or off, not {arg!r}", "error")
             return
-        if not session.set_reasoning(arg == "on"):
+        if not workspace.set_reasoning(arg == "on"):
             await transcript.add_notice(no_switch + f"; /think {arg} applies to a model you switch to with /model", "warning")
             return
-        self.main.status.reasoning = reasoning_label(session)
+        self.main.status.reasoning = reasoning_label(workspace)
         await transcript.add_notice(f"reasoning {arg} from the next turn (the conversation so far is not read again)")
 
     def describe_model(self) -> str:
@@ -630,10 +625,9 @@ class RibbitApp(App[int]):
             await transcript.add_notice("/model: the agent started working; switch again when it stops", "warning")
             return
         old, self.model = self.model, message.model
-        session = self.workspace.session
-        session.use_model(message.model)
+        self.workspace.use_model(message.model)
         self.bridge.context_used = message.model.context_used
-        self.show_model(session)
+        self.show_model(self.workspace)
         if old is not None and old is not message.model:
             old.close()
         await transcript.add_notice(self.describe_model())
@@ -641,52 +635,24 @@ class RibbitApp(App[int]):
     @work(thread=True, exclusive=True, group="undo")
     def undo(self) -> None:
         assert self.workspace is not None
-        undo_last = getattr(self.workspace, "undo_last", None) or getattr(self.workspace.journal, "undo_last", None)
         try:
-            if undo_last is None:
-                raise JournalError("undo is not available in this build")
-            result = undo_last()
+            result = self.workspace.undo_last()
         except JournalError as exc:
             self.call_from_thread(self.main.transcript.add_notice, f"undo: {exc}", "error")
             return
-        summary = getattr(result, "summary", None)
-        text = summary() if callable(summary) else "undid the last change"
-        self.call_from_thread(self.main.transcript.add_notice, text)
+        self.call_from_thread(self.main.transcript.add_notice, result.summary())
 
-    def session_changes(self) -> list[tuple[str, str]]:
-        """(path, unified diff) for each file the session changed, against the state at start."""
+    @work(thread=True, exclusive=True, group="diff")
+    def show_session_diff(self) -> None:
+        """`/diff`: the session's changes (git runs here, off the UI thread), then the screen."""
         assert self.workspace is not None
-        journal, session = self.workspace.journal, self.workspace.session
-        if not journal.snapshots:
-            return []
-        start = journal.snapshots[0]
-        paths = set(session.changes.files_changed)
-        try:
-            paths.update(journal.changed_since_start())
-        except JournalError:  # git trouble: fall back to the files the agent itself wrote
-            pass
-        out = []
-        for display in sorted(paths):
-            old = self._file_at(start, display)
-            new_bytes = read_regular(session.root / display)
-            new = new_bytes.decode("utf-8", "replace") if new_bytes is not None else ""
-            if old == new:
-                continue
-            out.append((display, unified_diff(display, old, new)))
-        return out
-
-    def _file_at(self, commit: str, display: str) -> str | None:
-        assert self.workspace is not None
-        try:
-            found = self.workspace.journal.read_blob(commit, display)
-        except JournalError:
-            return None
-        return found[0].decode("utf-8", "replace") if found is not None else None
+        changes = self.workspace.session_diff()
+        self.call_from_thread(self.push_screen, SessionDiffScreen(changes))
 
 
-def reasoning_label(session: AgentSession) -> str:
+def reasoning_label(workspace: Workspace) -> str:
     """The status bar's reasoning field: on / off, or empty when the model has no switch."""
-    state = session.reasoning_state()
+    state = workspace.reasoning_state()
     return "" if state is None else ("on" if state else "off")
 
 

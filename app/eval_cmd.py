@@ -11,7 +11,6 @@ import argparse
 import os
 import statistics
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO

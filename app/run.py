@@ -7,15 +7,15 @@ import sys
 from pathlib import Path
 from typing import IO, TextIO
 
-from agent.approvals import ApprovalDecision, ApprovalRequest, BashApprovalRequest
-from agent.events import AgentEvent, StopReason, SummaryEvent
+from agent.approvals import ApprovalDecision, ApprovalRequest, Approver, BashApprovalRequest
+from agent.events import AgentEvent, EventSink, NoticeEvent, StopReason, SummaryEvent
 from agent.journal import JournalError
 from agent.loop import Limits, run_interruptibly
 from agent.transcript import TranscriptWriter, fanout
 from agent.unicode_text import valid_unicode
 from agent.workspace import SetupError, open_workspace
 from app.visible import visible
-from models.base import ModelError
+from models.base import ChatModel, ModelError
 from models.spec import load_model
 
 EXIT_CODES: dict[StopReason, int] = {
@@ -153,15 +153,13 @@ def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: I
     sink = fanout([s for s in (ProgressPrinter(sys.stderr), writer) if s is not None])
     try:
         if args.mode == "review":
-            from agent.review import run_review
-
             return run_review(model, args, task, limits, sink, StdinApprover(reader, sys.stderr), stdout)
         workspace = open_workspace(
             model, Path(args.repo), mode=args.mode, approver=StdinApprover(reader, sys.stderr), sink=sink,
             limits=limits, no_sandbox=args.no_sandbox, reasoning=args.reasoning,
         )
         try:
-            summary = run_interruptibly(workspace.session, task)
+            summary = run_interruptibly(workspace, task)
             patch = workspace.patch()
         finally:
             workspace.close()  # stops the watcher thread (in-process callers run many sessions)
@@ -178,4 +176,38 @@ def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: I
             return fail(f"cannot write the patch to {args.patch_out}: {exc.strerror or exc}")
     else:
         write_patch(patch, stdout)
+    return EXIT_CODES[summary.stop_reason]
+
+
+def run_review(
+    model: ChatModel, args: argparse.Namespace, task: str, limits: Limits, sink: EventSink, approver: Approver,
+    stdout: IO[str],
+) -> int:
+    """`ribbit run --mode review`: run, review each hunk on stdin, apply, print the applied patch."""
+    from agent.review import ReviewSession, review_interactively
+
+    review = ReviewSession(model, Path(args.repo), sink=sink, limits=limits, no_sandbox=args.no_sandbox,
+                           reasoning=args.reasoning)
+    try:
+        summary = review.run(task)
+        proposal = review.proposal()
+        if not proposal.files:
+            sink(NoticeEvent(level="info", text="review: the agent changed no files"))
+        selection = review_interactively(proposal, approver)
+        result = review.apply(proposal, selection)
+    finally:
+        review.close()
+    for path, why in result.skipped.items():
+        sink(NoticeEvent(level="warning", text=f"review: {path} not applied: {why}"))
+    total = sum(f.item_count for f in proposal.files)
+    done = sum(len(v) for v in result.applied.values())
+    sink(NoticeEvent(level="info", text=f"review: applied {done} of {total} hunks to {review.root}"))
+    if args.patch_out:
+        try:
+            Path(args.patch_out).write_text(result.patch, encoding="utf-8")
+        except OSError as exc:
+            return fail(f"cannot write the patch to {args.patch_out}: {exc.strerror or exc}")
+    else:
+        stdout.write(result.patch)
+        stdout.flush()
     return EXIT_CODES[summary.stop_reason]

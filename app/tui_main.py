@@ -16,7 +16,7 @@ def tui_main(args: argparse.Namespace) -> int:
         print(f"ribbit: error: {exc}", file=sys.stderr)
         return 1
     app = make_app(
-        root, args.model, mode=args.mode, context=args.context, no_sandbox=getattr(args, "no_sandbox", False),
+        root, args.model, mode=args.mode, context=args.context, no_sandbox=args.no_sandbox,
         reasoning=args.reasoning,
     )
     try:

@@ -26,11 +26,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from agent.parsers import parser_for
 from agent.prompt import system_prompt
 from agent.tools import default_tools
 from models.base import GenerationRequest, TextChunk, TurnEnd
 from models.chat import ChatMessage, ToolCall
+from models.dialects import parser_for
 from models.embedded import embedded_model_path
 from models.llama_backend import LlamaCppModel
 
@@ -213,7 +213,6 @@ def verify_cost(path: Path, rounds: int, context: int = 512) -> dict:
     from models.drafting import MAX_DRAFT
     from models.llama_runtime import LlamaRuntime
     from models.memory import plan_memory
-
     from models.threads import ContentionMeter, ThreadPolicy
 
     policy, meter = ThreadPolicy(), ContentionMeter()
@@ -444,7 +443,7 @@ def report(name: str, path: Path, args: argparse.Namespace) -> None:
                   f"{s['ttft_cold']:.2f} s with no cache ({s['cold_prompt']}-token prompt)")
         if "4" in sections:
             launch = second_launch(path, work)
-            (t1, c1, e1), (t2, c2, e2), (t3, c3, e3) = launch["first"], launch["second"], launch["other"]
+            (t1, _, e1), (t2, c2, e2), (t3, c3, e3) = launch["first"], launch["second"], launch["other"]
             print(f"4. launch to first token: first {t1:.2f} s (evaluated {e1}) vs second {t2:.2f} s "
                   f"(system prompt from disk: {c2} cached, {e2} evaluated); in another repo {t3:.2f} s "
                   f"({c3} cached, {e3} evaluated)")

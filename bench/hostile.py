@@ -30,11 +30,12 @@ MEMORY_CAP = 4 * 1024**3
 
 
 def _context(root: Path):  # type: ignore[no-untyped-def]
-    from agent.approvals import AllowList, ApprovalPolicy
+    from agent.approvals import AllowList, ApprovalOrchestrator, ApprovalPolicy
     from agent.changes import ChangeGate
     from agent.readstate import ReadState
     from agent.sandbox import LocalRunner
     from agent.tools import ToolContext
+    from agent.tools.base import ShellState
 
     class Yes:
         def decide(self, request):  # type: ignore[no-untyped-def]
@@ -44,8 +45,12 @@ def _context(root: Path):  # type: ignore[no-untyped-def]
 
     read_state = ReadState()
     policy = ApprovalPolicy("ask", AllowList(None), sandboxed=True)
-    gate = ChangeGate(root=root, policy=policy, approver=Yes(), read_state=read_state, emit=lambda event: None)
-    return ToolContext(root=root, read_state=read_state, changes=gate, runner=LocalRunner(root))
+    approvals = ApprovalOrchestrator(policy, Yes(), lambda event: None)
+    gate = ChangeGate(root=root, approvals=approvals, read_state=read_state)
+    return ToolContext(
+        root=root, read_state=read_state, changes=gate, runner=LocalRunner(root), approvals=approvals,
+        shell=ShellState(cwd=root),
+    )
 
 
 def _call(ctx, name: str, **arguments: object) -> str:  # type: ignore[no-untyped-def]
@@ -161,7 +166,7 @@ def edit_closest_similar_lines(work: Path) -> Callable[[], str]:
 
 
 def _parse(dialect: str, text: str) -> Callable[[], str]:
-    from agent.parsers import parser_for
+    from models.dialects import parser_for
     from agent.tools import default_tools
 
     parser = parser_for(dialect, [t.spec() for t in default_tools().values()])

@@ -15,8 +15,9 @@ from pydantic import BaseModel
 
 from models.chat import ChatMessage, ToolCall, ToolSpec
 
-# How the model writes tool calls; chosen from the chat template (models.dialect).
-Dialect = Literal["qwen3_coder", "hermes", "gemma4", "json", "native"]
+# How the model writes tool calls: a name in models.dialects.DIALECTS, chosen from the chat template, or
+# "native" for backends that parse calls themselves. A plain str, so a new dialect is one module.
+Dialect = str
 FinishReason = Literal["stop", "length", "context", "cancelled"]
 
 

@@ -84,7 +84,7 @@ class ToolSpec(BaseModel):
 
 @dataclass
 class ParsedTurn:
-    """One raw assistant turn as a dialect's parser reads it (agent/parsers, models/dialects)."""
+    """One raw assistant turn as a dialect's parser reads it (models/dialects)."""
 
     content: str
     reasoning: str | None = None

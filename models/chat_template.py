@@ -20,7 +20,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from models.base import Dialect, ModelError
 from models.chat import ChatMessage, ToolSpec
-from models.dialects import gemma4
+from models.dialects import detect_dialect, dialect_named, gemma4
 
 # SmolLM2 and many small models ship a ChatML template that knows no tools.
 CHATML_FALLBACK = (
@@ -30,17 +30,6 @@ CHATML_FALLBACK = (
 # Must survive `|trim` in templates, so no whitespace or control characters.
 TURN_MARKERS = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<turn|>", "<|end|>", "</s>")
 _STAND_IN = "RIBBIT_STAND_IN_7f3a"
-
-
-def detect_dialect(template: str) -> Dialect:
-    """How a model writes tool calls, judged by what its template teaches it."""
-    if gemma4.detect(template):
-        return "gemma4"
-    if "<function=" in template or "<parameter=" in template:
-        return "qwen3_coder"
-    if "<tool_call>" in template:
-        return "hermes"
-    return "json"
 
 
 @dataclass(frozen=True)
@@ -108,7 +97,7 @@ class ChatTemplate:
         try:
             return self._template.render(
                 messages=messages,
-                tools=[t.to_openai() for t in tools] if tools and self.dialect != "json" else None,
+                tools=[t.to_openai() for t in tools] if tools and not dialect_named(self.dialect).tools_in_prompt else None,
                 add_generation_prompt=add_generation_prompt,
                 bos_token=self.bos_token,
                 eos_token=self.eos_token,
@@ -206,7 +195,7 @@ class ChatTemplate:
         """Templates without tool support see one user message holding a step's tool results."""
         if self.dialect == "gemma4":
             return gemma4.template_messages(messages, self.legacy_tool_results)
-        if self.dialect != "json":
+        if not dialect_named(self.dialect).tools_in_prompt:
             return [m.to_template() for m in messages]
         out: list[dict[str, Any]] = []
         for message in messages:

@@ -1,10 +1,9 @@
-"""A llama.cpp grammar (GBNF) for tool calls, from the tools' argument schemas and the model's dialect.
+"""Building blocks of the llama.cpp grammars (GBNF) for tool calls; each dialect builds its own from them.
 
-The grammar is *lazy*: it waits until the model opens a tool call (a trigger pattern matches the text
-generated so far) and from there on only lets through a well-formed call with valid tool names,
-argument names and value types — exactly the text the agent's parser for that dialect accepts
-(agent/parsers/). Free text and reasoning before the call stay unconstrained; with a template whose
-generation prompt opens `<think>`, the trigger only counts after `</think>`.
+A dialect's grammar is *lazy*: it waits until the model opens a tool call (the dialect's trigger
+matches the text generated so far) and from there on only lets through a well-formed call with valid
+tool names, argument names and value types — exactly the text that dialect's parser accepts
+(models/dialects/). Free text and reasoning before the call stay unconstrained.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from models.base import Dialect
 from models.chat import ToolSpec
 
 # Substrings a Qwen3-Coder XML parameter value must not contain (the parser would cut it there).
@@ -41,9 +39,7 @@ json-array ::= "[" ws ( json-value ( ws "," ws json-value )* )? ws "]"
 @dataclass(frozen=True)
 class ToolCallGrammar:
     gbnf: str
-    # Regexes over the whole generated text (llama.cpp regex_match); group 1 is where the call starts.
-    trigger_patterns: tuple[str, ...]
-    dialect: Dialect
+    dialect: str
 
 
 def literal(text: str) -> str:
@@ -66,7 +62,7 @@ def rule_name(*parts: str) -> str:
     return "-".join(re.sub(r"[^A-Za-z0-9]+", "-", p).strip("-") or "x" for p in parts).lower()
 
 
-class _Rules:
+class Rules:
     def __init__(self) -> None:
         self.rules: dict[str, str] = {}
 
@@ -78,12 +74,12 @@ class _Rules:
         return "\n".join(f"{name} ::= {body}" for name, body in self.rules.items())
 
 
-def _types(schema: dict[str, Any]) -> list[dict[str, Any]]:
+def schema_options(schema: dict[str, Any]) -> list[dict[str, Any]]:
     """A schema's alternatives (anyOf / oneOf / a type list) as single-type schemas."""
     if "anyOf" in schema or "oneOf" in schema:
         out: list[dict[str, Any]] = []
         for option in schema.get("anyOf", []) + schema.get("oneOf", []):
-            out += _types(option)
+            out += schema_options(option)
         return out
     kind = schema.get("type")
     if isinstance(kind, list):
@@ -100,7 +96,7 @@ _JSON_RULES = {
 def json_value_rule(schema: dict[str, Any]) -> str:
     """A GBNF expression for one JSON value of `schema` (simple types; anything else is any JSON value)."""
     options = []
-    for option in _types(schema):
+    for option in schema_options(schema):
         if "enum" in option:
             options += [literal(json.dumps(v, ensure_ascii=False)) for v in option["enum"]]
             continue
@@ -116,12 +112,12 @@ def json_value_rule(schema: dict[str, Any]) -> str:
             else:
                 options.append("json-int")
         else:
-            options.append(_JSON_RULES.get(kind, "json-value"))
+            options.append(_JSON_RULES.get(str(kind), "json-value"))
     unique = list(dict.fromkeys(options)) or ["json-value"]
     return unique[0] if len(unique) == 1 else "(" + " | ".join(unique) + ")"
 
 
-def _object_rules(rules: _Rules, prefix: str, parameters: dict[str, Any]) -> str:
+def _object_rules(rules: Rules, prefix: str, parameters: dict[str, Any]) -> str:
     """`{...}` with the schema's properties in schema order, required ones mandatory."""
     props = list(parameters.get("properties", {}).items())
     required = set(parameters.get("required", []))
@@ -152,7 +148,7 @@ def _object_rules(rules: _Rules, prefix: str, parameters: dict[str, Any]) -> str
     return rules.add(rule_name(prefix, "object"), f'"{{" ws {first(0)} ws "}}"')
 
 
-def _xml_text_rules(rules: _Rules) -> str:
+def xml_text_rules(rules: Rules) -> str:
     """Any text that contains none of XML_FORBIDDEN: a small automaton over their prefixes."""
     prefixes = sorted({f[:i] for f in XML_FORBIDDEN for i in range(1, len(f))} | {""}, key=len)
     names = {p: rule_name("xml-text", str(i)) for i, p in enumerate(prefixes)}
@@ -173,9 +169,9 @@ def _xml_text_rules(rules: _Rules) -> str:
     return names[""]
 
 
-def _xml_value_rule(schema: dict[str, Any], text_rule: str) -> str:
+def xml_value_rule(schema: dict[str, Any], text_rule: str) -> str:
     options = []
-    for option in _types(schema):
+    for option in schema_options(schema):
         kind = option.get("type")
         if "enum" in option:
             options += [literal(v if isinstance(v, str) else json.dumps(v)) for v in option["enum"]]
@@ -195,33 +191,9 @@ def _xml_value_rule(schema: dict[str, Any], text_rule: str) -> str:
     return unique[0] if len(unique) == 1 else "(" + " | ".join(unique) + ")"
 
 
-def qwen3_coder_grammar(tools: list[ToolSpec], opens_reasoning: bool) -> ToolCallGrammar:
-    rules = _Rules()
-    text = _xml_text_rules(rules)
-    functions = []
-    for tool in tools:
-        props = tool.parameters.get("properties", {})
-        required = set(tool.parameters.get("required", []))
-        parts = []
-        for name, schema in props.items():
-            param = rules.add(
-                rule_name("p", tool.name, name),
-                f'{literal(f"<parameter={name}>" + chr(10))} {_xml_value_rule(schema, text)} {literal(chr(10) + "</parameter>" + chr(10))}',
-            )
-            parts.append(param if name in required else f"{param}?")
-        body = " ".join(parts) if parts else '""'
-        functions.append(
-            rules.add(rule_name("fn", tool.name), f'{literal(f"<function={tool.name}>" + chr(10))} {body} "</function>"')
-        )
-    rules.add("fn", " | ".join(functions) or '"<function=>\\n</function>"')
-    rules.add("block", '"<tool_call>\\n" fn "\\n</tool_call>" | fn')
-    head = 'root ::= block ( ws block )* end-ws\n'
-    trigger = r"(<tool_call>|<function=)"
-    return ToolCallGrammar(head + rules.text() + JSON_RULES, _triggers(trigger, opens_reasoning), "qwen3_coder")
-
-
-def _json_call_grammar(tools: list[ToolSpec], name_keys: tuple[str, ...], prefix: str) -> tuple[_Rules, str]:
-    rules = _Rules()
+def json_call_rules(tools: list[ToolSpec], name_keys: tuple[str, ...]) -> Rules:
+    """`call`: a JSON object naming one of the tools under one of `name_keys`, with its `arguments`."""
+    rules = Rules()
     calls = []
     for tool in tools:
         args = _object_rules(rules, rule_name("a", tool.name), tool.parameters)
@@ -233,41 +205,4 @@ def _json_call_grammar(tools: list[ToolSpec], name_keys: tuple[str, ...], prefix
         )
     keys = " | ".join(literal(json.dumps(k)) for k in name_keys)
     rules.add("call", f'"{{" ws ( {keys} ) ws ":" ws ( {" | ".join(calls) or "json-string"} )')
-    return rules, prefix
-
-
-def json_grammar(tools: list[ToolSpec], opens_reasoning: bool) -> ToolCallGrammar:
-    """Plain JSON calls `{"tool": NAME, "arguments": {...}}`, optionally closing a ```json fence."""
-    rules, _ = _json_call_grammar(tools, ("tool", "name"), "")
-    head = 'root ::= call end-ws ( "```" end-ws )?\n'
-    trigger = r'(\{\s*"(?:tool|name)")'
-    return ToolCallGrammar(head + rules.text() + JSON_RULES, _triggers(trigger, opens_reasoning), "json")
-
-
-def hermes_grammar(tools: list[ToolSpec], opens_reasoning: bool) -> ToolCallGrammar:
-    rules, _ = _json_call_grammar(tools, ("name",), "")
-    head = 'root ::= hcall ( ws hcall )* end-ws\nhcall ::= "<tool_call>" ws call ws "</tool_call>"\n'
-    return ToolCallGrammar(head + rules.text() + JSON_RULES, _triggers(r"(<tool_call>)", opens_reasoning), "hermes")
-
-
-def _triggers(call_start: str, opens_reasoning: bool) -> tuple[str, ...]:
-    if opens_reasoning:
-        return (r"[\s\S]*?</think>[\s\S]*?" + call_start + r"[\s\S]*",)
-    return (r"[\s\S]*?" + call_start + r"[\s\S]*",)
-
-
-def tool_call_grammar(dialect: Dialect, tools: list[ToolSpec], opens_reasoning: bool = False) -> ToolCallGrammar | None:
-    """The grammar for `dialect`, or None where the backend does not parse calls itself (native)."""
-    if not tools:
-        return None
-    if dialect == "qwen3_coder":
-        return qwen3_coder_grammar(tools, opens_reasoning)
-    if dialect == "hermes":
-        return hermes_grammar(tools, opens_reasoning)
-    if dialect == "json":
-        return json_grammar(tools, opens_reasoning)
-    if dialect == "gemma4":
-        from models.dialects import gemma4  # it builds on this module's rules
-
-        return gemma4.grammar(tools, opens_reasoning)
-    return None
+    return rules

@@ -11,7 +11,7 @@ tool definitions and the system prompt are snapshotted — in memory and on disk
 start of every task. Tool calls are constrained by a lazy grammar once the model opens one
 (models.grammar). Context, KV type, batch and threads come from the memory planner (models.memory).
 
-Backend-specific extras beyond the ChatModel protocol (see `StatefulChatModel`):
+Backend-specific extras beyond the ChatModel protocol:
 `preload(system, tools)` evaluates or loads the system prompt ahead of the first task,
 `restore_system_snapshot()` puts the context back to just the system prompt, `stats` counts tokens.
 """
@@ -21,29 +21,49 @@ from __future__ import annotations
 import codecs
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from models.base import (
-    Chunk, ContextFull, GenerationRequest, ModelError, ModelInfo, PrefillProgress, ReasoningSwitch, TextChunk,
-    TurnEnd, Usage,
+    Chunk,
+    ContextFull,
+    GenerationRequest,
+    ModelError,
+    ModelInfo,
+    PrefillProgress,
+    ReasoningSwitch,
+    TextChunk,
+    TurnEnd,
+    Usage,
 )
 from models.chat import ChatMessage, ToolSpec
 from models.chat_template import ChatTemplate, Rendered
-from models.dialects import gemma4
-from models.grammar import ToolCallGrammar, tool_call_grammar
+from models.dialects import ToolDialect, dialect_named, tool_call_grammar
 from models.drafting import (
-    DRAFT_MODES, MAX_DRAFT, DraftBudget, DraftMode, DraftStats, LookupDrafter, VerifyCost,
+    DRAFT_MODES,
+    MAX_DRAFT,
+    DraftBudget,
+    DraftMode,
+    DraftStats,
+    LookupDrafter,
+    VerifyCost,
 )
 from models.gguf_meta import read_metadata
+from models.grammar import ToolCallGrammar, literal
 from models.llama_runtime import LlamaRuntime
 from models.memory import MemoryPlan, available_memory, model_shape, plan_memory
-from models.threads import ContentionMeter, ThreadPolicy
 from models.state_cache import (
-    DiskStateCache, Snapshot, SnapshotStore, capture_state, model_identity, restore_state, state_size,
+    DiskStateCache,
+    Snapshot,
+    SnapshotStore,
+    capture_state,
+    model_identity,
+    restore_state,
+    state_size,
 )
+from models.threads import ContentionMeter, ThreadPolicy
 
 GGUF_MAGIC = b"GGUF"
 # The assistant turn the backend generated itself: its tokens are already in the stream.
@@ -65,16 +85,7 @@ FILE_TYPES = {
     32: "BF16",
 }
 
-__all__ = ["LlamaCppModel", "StatefulChatModel", "EngineStats", "available_memory", "check_model_file"]
-
-
-@runtime_checkable
-class StatefulChatModel(Protocol):
-    """Optional extras of a backend that keeps a token cache (the llama.cpp one)."""
-
-    def preload(self, system: ChatMessage, tools: Sequence[ToolSpec]) -> Iterator[PrefillProgress]: ...
-
-    def restore_system_snapshot(self) -> bool: ...
+__all__ = ["LlamaCppModel", "EngineStats", "available_memory", "check_model_file"]
 
 
 def has_mtp_layer(meta: dict[str, Any]) -> bool:
@@ -212,7 +223,7 @@ class LlamaCppModel:
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelError(f"llama.cpp cannot load {path.name}: {exc}") from None
         self._llama_cpp = llama_cpp
-        self.sampling = dict(temp=temperature, top_p=top_p, top_k=top_k, min_p=min_p)
+        self.sampling: dict[str, Any] = dict(temp=temperature, top_p=top_p, top_k=top_k, min_p=min_p)
         self.n_batch = self.plan.n_batch
         self.prefill_chunk = max(1, min(prefill_chunk, self.plan.n_batch))
         self.use_grammar = grammar
@@ -309,32 +320,43 @@ class LlamaCppModel:
         usage = Usage(prompt_tokens=cached + len(new_tokens), cached_tokens=cached, evaluated_tokens=0)
         done_messages = [fingerprint(m) for m in messages] + [_GENERATED]
         started = time.perf_counter()
-        done = 0
-        for seg_index, (tokens, mark) in enumerate(segments):
-            for start in range(0, len(tokens), self.prefill_chunk):
-                if request.should_stop():
-                    # What was not evaluated stays pending, so the stream stays exactly what a full run
-                    # would have had; the turn counts as an empty assistant turn.
-                    rest = tokens[start:] + [t for later, _ in segments[seg_index + 1 :] for t in later]
-                    self._pending = rest
-                    self._consumed = done_messages
-                    usage.prompt_tokens = cached + done
-                    usage.prefill_s = time.perf_counter() - started
-                    self.stats.turns.append(usage)
-                    yield TurnEnd(finish_reason="cancelled", usage=usage)
-                    return
-                chunk = tokens[start : start + self.prefill_chunk]
-                self._eval(chunk)
-                done += len(chunk)
-                usage.evaluated_tokens = done
-                yield PrefillProgress(done=done, total=len(new_tokens))
-            if mark:
-                self._snapshot_prefix(mark)
+        for done, rest in self._prefill(segments, request.should_stop):
+            if rest is not None:
+                # What was not evaluated stays pending, so the stream stays exactly what a full run
+                # would have had; the turn counts as an empty assistant turn.
+                self._pending = rest
+                self._consumed = done_messages
+                usage.prompt_tokens = cached + done
+                usage.prefill_s = time.perf_counter() - started
+                self.stats.turns.append(usage)
+                yield TurnEnd(finish_reason="cancelled", usage=usage)
+                return
+            usage.evaluated_tokens = done
+            yield PrefillProgress(done=done, total=len(new_tokens))
         self._pending = []
         self._consumed = done_messages
         usage.prefill_s = time.perf_counter() - started
         self._note_prompt_speed(usage.evaluated_tokens, usage.prefill_s)
         yield from self._decode(request, tools, usage)
+
+    def _prefill(
+        self, segments: list[tuple[list[int], str | None]], should_stop: Callable[[], bool] = lambda: False,
+    ) -> Iterator[tuple[int, list[int] | None]]:
+        """Evaluate the segments in prefill_chunk batches, snapshotting each marked prefix after it; yields
+        (tokens done, None) after each batch. When should_stop() says so before a batch, yields
+        (tokens done, the tokens not evaluated) and stops."""
+        done = 0
+        for seg_index, (tokens, mark) in enumerate(segments):
+            for start in range(0, len(tokens), self.prefill_chunk):
+                if should_stop():
+                    yield done, tokens[start:] + [t for later, _ in segments[seg_index + 1 :] for t in later]
+                    return
+                chunk = tokens[start : start + self.prefill_chunk]
+                self._eval(chunk)
+                done += len(chunk)
+                yield done, None
+            if mark:
+                self._snapshot_prefix(mark)
 
     def _note_prompt_speed(self, tokens: int, seconds: float) -> None:
         """Measured prompt processing speed (ModelInfo.prompt_tokens_per_s), e.g. for sizing tool results."""
@@ -351,22 +373,15 @@ class LlamaCppModel:
         self.snapshots.clear()
         self.llm.close()
 
-    # -- extras (StatefulChatModel) -------------------------------------------------------------
+    # -- extras beyond ChatModel ----------------------------------------------------------------
 
     def preload(self, system: ChatMessage, tools: Sequence[ToolSpec]) -> Iterator[PrefillProgress]:
         """Evaluate (or load from disk) the system prompt and tool definitions before the first task."""
         parts = self._prompt_parts([system], list(tools), with_rest=False)
         segments = self._restore_prefix(parts)
         total = sum(len(t) for t, _ in segments)
-        done = 0
-        for tokens, mark in segments:
-            for start in range(0, len(tokens), self.prefill_chunk):
-                chunk = tokens[start : start + self.prefill_chunk]
-                self._eval(chunk)
-                done += len(chunk)
-                yield PrefillProgress(done=done, total=total)
-            if mark:
-                self._snapshot_prefix(mark)
+        for done, _ in self._prefill(segments):
+            yield PrefillProgress(done=done, total=total)
 
     def restore_system_snapshot(self) -> bool:
         """Back to just the system prompt (for /clear); False when none was taken yet."""
@@ -683,15 +698,23 @@ class LlamaCppModel:
         if key not in self._grammars:
             self._grammars[key] = tool_call_grammar(self.info.dialect, tools, self.info.opens_reasoning)
         grammar = self._grammars[key]
-        return _GrammarWatcher(self, grammar, tools, opens_reasoning) if grammar is not None else None
+        if grammar is None:
+            return None
+        return _GrammarWatcher(
+            dialect_named(self.info.dialect), grammar, tools, opens_reasoning, self._constrained_sampler, self.stats,
+        )
 
-    def _constrained_sampler(self, gbnf: str) -> Any:
-        """The turn's sampler chain with a (non-lazy) grammar after the penalties."""
+    def _constrained_sampler(self, gbnf: str, seen: Sequence[int]) -> Any:
+        """The turn's sampler chain with a (non-lazy) grammar after the penalties, the grammar having
+        accepted the tokens `seen` already; None when llama.cpp cannot build the grammar."""
         llama_cpp = self._llama_cpp
         grammar = llama_cpp.llama_sampler_init_grammar(self.llm._model.vocab, gbnf.encode("utf-8"), b"root")  # noqa: SLF001
         if not grammar:
             return None
-        return self.llm.sampler(**self.sampling, grammar=grammar), grammar
+        sampler = self.llm.sampler(**self.sampling, grammar=grammar)
+        for token in seen:
+            llama_cpp.llama_sampler_accept(grammar, token)
+        return sampler
 
     def _eval(self, tokens: Sequence[int]) -> None:
         try:
@@ -736,13 +759,6 @@ class LlamaCppModel:
         return self.llm.detokenize([token], special=True).decode("utf-8", "replace")
 
 
-# What may follow the trigger inside the token that completed it, per dialect, before the grammar takes
-# over: a llama.cpp grammar aborts the process on text it cannot accept, so anything else leaves the
-# turn unconstrained.
-_JSON_TAIL = re.compile(r'[ \t\n]{0,16}(?::[ \t\n]{0,16}(?:"(?P<name>[A-Za-z_]*))?)?')
-_HERMES_TAIL = re.compile(r'[ \t\n]{0,16}(?:\{[ \t\n]{0,16}(?P<key>"[a-z]*)?)?')
-
-
 class _GrammarWatcher:
     """Watches the generated text for the start of a tool call, then swaps in a grammar sampler.
 
@@ -750,24 +766,23 @@ class _GrammarWatcher:
     whole turn at every token (quadratic, and it recurses on long reasoning).
     """
 
-    def __init__(self, model: LlamaCppModel, grammar: ToolCallGrammar, tools: list[ToolSpec], opens_reasoning: bool) -> None:
-        self.model = model
+    def __init__(
+        self, dialect: ToolDialect, grammar: ToolCallGrammar, tools: list[ToolSpec], opens_reasoning: bool,
+        build: Callable[[str, Sequence[int]], Any], stats: EngineStats,
+    ) -> None:
+        self.dialect = dialect
         self.grammar = grammar
+        self.build = build
+        self.stats = stats
         self.names = [t.name for t in tools]
         self.buffer = bytearray()
         self.starts: list[int] = []
         self.tokens: list[int] = []
-        self.armed = not opens_reasoning  # inside reasoning, a call starts only after `</think>`
+        # Inside reasoning, a call starts only after the reasoning closes (`</think>`).
+        self.armed = not opens_reasoning
+        self.reasoning_close = dialect.markers.reasoning_close.encode()
         self.dead = False
         self.scan_from = 0
-        if grammar.dialect == "json":
-            self.triggers = [re.compile(rb'\{[ \t\n]{0,16}"(?:tool|name)"')]
-        elif grammar.dialect == "hermes":
-            self.triggers = [re.compile(rb"<tool_call>")]
-        elif grammar.dialect == "gemma4":
-            self.triggers = [gemma4.CallTrigger()]
-        else:
-            self.triggers = [re.compile(rb"<tool_call>|<function=")]
 
     def feed(self, token: int, raw: bytes) -> Any:
         return self.feed_many([token], [raw])
@@ -781,16 +796,15 @@ class _GrammarWatcher:
             return None
         window_from = max(0, self.scan_from - 24)
         if not self.armed:
-            close = self.buffer.find(b"</think>", window_from)
+            close = self.buffer.find(self.reasoning_close, window_from)
             if close == -1:
                 self.scan_from = len(self.buffer)
                 return None
             self.armed = True
-            window_from = close + len(b"</think>")
-        for trigger in self.triggers:
-            match = trigger.search(self.buffer, window_from)
-            if match:
-                return self._switch(match)
+            window_from = close + len(self.reasoning_close)
+        match = self.dialect.trigger.search(self.buffer, window_from)
+        if match:
+            return self._switch(match)
         self.scan_from = len(self.buffer)
         return None
 
@@ -803,36 +817,16 @@ class _GrammarWatcher:
             lead_text, tail_text, matched = lead.decode("utf-8"), tail.decode("utf-8"), match.group(0).decode()
         except UnicodeDecodeError:
             return self._skip()
-        if not self._tail_ok(matched, tail_text):
+        if not self.dialect.tail_ok(matched, tail_text, self.names):
             return self._skip()
-        from models.grammar import literal
-
         gbnf = self.grammar.gbnf.replace("root ::= ", "root ::= " + (literal(lead_text) + " " if lead_text else ""), 1)
-        built = self.model._constrained_sampler(gbnf)  # noqa: SLF001
-        if built is None:
+        sampler = self.build(gbnf, self.tokens[first:])
+        if sampler is None:
             return self._skip()
-        sampler, grammar = built
-        for token in self.tokens[first:]:
-            self.model._llama_cpp.llama_sampler_accept(grammar, token)  # noqa: SLF001
-        self.model.stats.grammar_triggers += 1
+        self.stats.grammar_triggers += 1
         return sampler
 
     def _skip(self) -> None:
-        self.model.stats.grammar_skipped += 1
+        self.stats.grammar_skipped += 1
         self.dead = True  # stay unconstrained for the rest of the turn
         return None
-
-    def _tail_ok(self, matched: str, tail: str) -> bool:
-        if self.grammar.dialect == "gemma4":
-            return gemma4.tail_ok(tail, self.names)
-        if self.grammar.dialect == "json":
-            found = _JSON_TAIL.fullmatch(tail)
-            return bool(found) and any(n.startswith(found.group("name") or "") for n in self.names)
-        if matched == "<tool_call>":
-            if self.grammar.dialect == "hermes":
-                found = _HERMES_TAIL.fullmatch(tail)
-                return bool(found) and '"name"'.startswith(found.group("key") or "")
-            options = [f"\n<function={n}>\n" for n in self.names]
-        else:
-            options = [f"{n}>\n" for n in self.names]
-        return any(o.startswith(tail) for o in options)

@@ -284,7 +284,7 @@ class OpenAICompatibleModel:
     def _connection(self) -> tuple[http.client.HTTPConnection, str]:
         parts = urlsplit(self.base_url)
         kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-        connection = kind(parts.hostname, parts.port, timeout=min(CONNECT_TIMEOUT, self.timeout_s))
+        connection = kind(parts.hostname or "", parts.port, timeout=min(CONNECT_TIMEOUT, self.timeout_s))
         return connection, parts.path.rstrip("/")
 
     def _headers(self) -> dict[str, str]:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from models.base import Chunk, GenerationRequest, ModelError, ModelInfo, TextChunk, TurnEnd, Usage
-from models.chat_template import detect_dialect
+from models.dialects import detect_dialect
 
 _PIECES = re.compile(r"\s*\S+|\s+")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -73,11 +74,11 @@ def load_model(
     path = embedded_model_path() if spec in DEFAULT_SPECS else Path(spec).expanduser()
     from models.llama_backend import LlamaCppModel
 
-    options = engine_options()
-    extra: dict[str, object] = {} if options.temperature is None else {"temperature": options.temperature}
+    engine = engine_options()
+    extra: dict[str, Any] = {} if engine.temperature is None else {"temperature": engine.temperature}
     if seed is not None:
         extra["seed"] = seed
-    return LlamaCppModel(path, n_ctx=context_for(path, context), n_threads=options.threads, draft=options.draft, **extra)
+    return LlamaCppModel(path, n_ctx=context_for(path, context), n_threads=engine.threads, draft=engine.draft, **extra)
 
 
 def context_for(path: Path, wanted: int) -> int:

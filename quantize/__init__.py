@@ -1,4 +1,5 @@
-"""HF safetensors -> GGUF conversion and llama.cpp quantisation (numpy-only at run time)."""
+"""HF safetensors -> GGUF conversion and llama.cpp quantisation (`ribbit quantize`), numpy-only at
+run time; apart from the agent (it imports neither agent nor app)."""
 
 from quantize.convert import ConvertResult, convert_checkpoint
 from quantize.errors import QuantizeError

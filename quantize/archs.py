@@ -187,8 +187,8 @@ def _dense_plan(cfg: CheckpointConfig, entries: dict[str, TensorEntry]) -> Plan:
         if arch is Arch.LLAMA:
             nh, nkv = t.num_attention_heads, t.n_kv_heads
             _attention_jobs(j, name, p, t, gated_q=False, qk_norm=False,
-                            q_fix=lambda x, n=nh: undo_hf_rope_permute(x, n),
-                            k_fix=lambda x, n=nkv: undo_hf_rope_permute(x, n))
+                            q_fix=lambda x, n=nh: undo_hf_rope_permute(x, n),  # type: ignore[misc]
+                            k_fix=lambda x, n=nkv: undo_hf_rope_permute(x, n))  # type: ignore[misc]
         else:
             _attention_jobs(j, name, p, t, gated_q=False, qk_norm=True)
         _mlp_jobs(j, name, p, t)

@@ -110,7 +110,7 @@ class CheckpointConfig(BaseModel):
         if hf_arch not in HF_ARCHITECTURES:
             supported = ", ".join(f"{k} ({v.value})" for k, v in HF_ARCHITECTURES.items())
             raise ValueError(f"architecture {hf_arch!r} is not supported; supported: {supported}")
-        text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
+        text: dict[str, Any] = raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw
         tie = text.get("tie_word_embeddings", raw.get("tie_word_embeddings"))
         return {
             "architectures": archs,

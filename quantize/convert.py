@@ -169,7 +169,7 @@ def _write(
             raw = ckpt.array(job.src)
             w.write_padding(fout, fout.tell())  # each tensor starts aligned, as the infos promise
             written = 0
-            for chunk in tensor_chunks(job, entry, raw, weight_dtype, lambda n, s=job.src: ckpt.release(s, n)):
+            for chunk in tensor_chunks(job, entry, raw, weight_dtype, lambda n, s=job.src: ckpt.release(s, n)):  # type: ignore[misc]
                 chunk.tofile(fout)
                 written += chunk.nbytes
                 if bar:

@@ -235,8 +235,8 @@ def markdown_report(results: Sequence[JobResult], models: Sequence[str], task_id
     for task_id in task_ids:
         cells = []
         for model in models:
-            runs = [by_key[(task_id, model, s)] for s in range(1, samples + 1) if (task_id, model, s) in by_key]
-            cells.append(_task_cell(runs, samples))
+            task_runs = [by_key[(task_id, model, s)] for s in range(1, samples + 1) if (task_id, model, s) in by_key]
+            cells.append(_task_cell(task_runs, samples))
         lines.append(f"| {_cell(task_id)} | " + " | ".join(cells) + " |")
     several = samples > 1
     lines += ["", "## Jobs", "", "| task | model | " + ("sample | " if several else "")

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -272,9 +272,9 @@ class EvalRun:
         config = self.config
         key = model_key(model)
         work = config.out / "work" / key / job_name(task, sample)
-        base_result = dict(task_id=task.id, model=model, sample=sample, task_hash=task_hash(task, config.limits))
+        base_result: dict[str, Any] = dict(task_id=task.id, model=model, sample=sample, task_hash=task_hash(task, config.limits))
 
-        def failed(message: str, **extra: object) -> JobResult:
+        def failed(message: str, **extra: Any) -> JobResult:
             return JobResult(**base_result, outcome="error", message=message,  # type: ignore[arg-type]
                              wall_s=round(time.monotonic() - started, 2), **extra)
 
@@ -309,7 +309,7 @@ class EvalRun:
         limit_hit = agent.timed_out or agent.stop_reason in LIMIT_STOPS
         stop_note = agent.message if agent.stop_reason != "finished" else ""
 
-        def finish(outcome: Outcome, message: str, **extra: object) -> JobResult:
+        def finish(outcome: Outcome, message: str, **extra: Any) -> JobResult:
             if outcome != "resolved":
                 if limit_hit:
                     outcome, message = "limit", _join(stop_note, message)
@@ -475,9 +475,7 @@ class EvalRun:
                 if not run(command):
                     return None
         finally:
-            close = getattr(runner, "close", None)
-            if callable(close):
-                close()
+            runner.close()
         try:
             write_atomic(work.parent / f"{work.name}.tests.log", "\n".join(logs))
         except OSError:

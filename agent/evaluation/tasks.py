@@ -201,7 +201,7 @@ def load_jsonl(path: Path, *, repos_dir: Path | None = None, test_command: str |
             continue
         try:
             record = json.loads(line)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             raise TaskFileError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
         tasks.append(_task_from_record(record, path.parent, f"{path}:{number}", repos_dir, test_command))
     return tasks

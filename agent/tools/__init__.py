@@ -1,4 +1,5 @@
-"""The five tools of CONTRACT.md, by name."""
+"""The five tools of CONTRACT.md (Read, Write, Edit, Glob, Bash), by name: each declares its
+arguments, and asks for approval through the orchestrator in its ToolContext."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
@@ -14,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 from models.chat import ToolSpec
 
 if TYPE_CHECKING:
-    from agent.approvals import ApprovalDesk
+    from agent.approvals import ApprovalOrchestrator
     from agent.changes import ChangeGate
     from agent.readstate import ReadState
     from agent.sandbox import CommandRunner
@@ -33,29 +32,30 @@ A = TypeVar("A", bound=ToolArgs)
 
 
 @dataclass
+class ShellState:
+    """What Bash keeps between calls: its working directory (inside the repository)."""
+
+    cwd: Path
+
+
+@dataclass(frozen=True)
 class ToolContext:
+    """What one tool call runs with. The loop builds one per call (`for_call`); what lives longer than a
+    call is in the objects it holds (read state, the edit gate, the shell's directory)."""
+
     root: Path
     read_state: ReadState
     changes: ChangeGate
     runner: CommandRunner
-    # Bash keeps its working directory between calls.
-    cwd: Path = field(default_factory=Path)
-    # Set by the loop before each call, so approvals can name the call.
-    tool_call_id: str = ""
+    # Where every tool asks the user: the one approval orchestrator.
+    approvals: ApprovalOrchestrator
+    shell: ShellState
     cancel: threading.Event = field(default_factory=threading.Event)
-    # Called with a short line for the user (e.g. "cwd reset to the root").
-    notify: Callable[[str], None] = field(default=lambda text: None)
-    # Where tools other than Write/Edit ask the user (Bash); by default the same policy, approver and
-    # event sink as the edit gate.
-    approvals: ApprovalDesk | None = None
+    # The call this context is for, so approvals can name it.
+    tool_call_id: str = ""
 
-    def __post_init__(self) -> None:
-        if self.cwd == Path():
-            self.cwd = self.root
-        if self.approvals is None:
-            from agent.approvals import ApprovalDesk
-
-            self.approvals = ApprovalDesk(self.changes.policy, self.changes.approver, self.changes.emit)
+    def for_call(self, tool_call_id: str) -> ToolContext:
+        return replace(self, tool_call_id=tool_call_id)
 
 
 def compact_schema(model: type[BaseModel]) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from agent.approvals import Access, ApprovalDecision, BashApprovalRequest
+from agent.approvals import Access, ApprovalDecision, BashApprovalRequest, CommandNeed
 from agent.sandbox import CommandResult, SandboxError, tried_to_write
 from agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
 from agent.tools.paths import display_path
@@ -44,23 +44,19 @@ class BashTool(Tool[BashArgs]):
             raise ToolError("command is empty")
         if "\x00" in args.command:  # bash cannot carry a NUL in its argument; say so before asking anyone
             raise ToolError("command contains a NUL byte; bash cannot run it")
-        desk = ctx.approvals
-        assert desk is not None  # ToolContext fills it in
-        plan = desk.policy.plan_bash(args.command)
-        if plan.ask:
-            decision = desk.ask(self._request(args, ctx, plan.access))
-            if not decision.approved:
-                return _rejected("The user rejected this command; it was not run.", decision)
-            if decision.remember == "prefix":
-                desk.remember_prefix(args.command)
+        approvals = ctx.approvals
+        plan = approvals.plan_command(args.command)
+        decision = approvals.decide(CommandNeed(args.command), lambda: self._request(args, ctx, plan.access))
+        if decision is not None and not decision.approved:
+            return _rejected("The user rejected this command; it was not run.", decision)
         result = self._execute(args, ctx, plan.access)
         note = ""
         if tried_to_write(result):
             # Ask mode means what it says: a command that needs to write runs only after a yes.
-            decision = (
-                desk.ask(self._request(args, ctx, "read-write", tried_to_write=True)) if plan.may_ask_to_write
-                else None
-            )
+            decision = approvals.decide(
+                CommandNeed(args.command, tried_to_write=True),
+                lambda: self._request(args, ctx, "read-write", tried_to_write=True),
+            ) if plan.may_ask_to_write else None
             if decision is not None and decision.approved:
                 result = self._execute(args, ctx, "read-write")
             else:
@@ -73,7 +69,7 @@ class BashTool(Tool[BashArgs]):
     def _request(args: BashArgs, ctx: ToolContext, access: Access, tried_to_write: bool = False) -> BashApprovalRequest:
         return BashApprovalRequest(
             tool_call_id=ctx.tool_call_id, command=args.command,
-            cwd=display_path(ctx.root, ctx.cwd) if ctx.cwd != ctx.root else ".",
+            cwd=display_path(ctx.root, ctx.shell.cwd) if ctx.shell.cwd != ctx.root else ".",
             sandboxed=ctx.runner.sandboxed, description=args.description, access=access,
             tried_to_write=tried_to_write,
         )
@@ -81,7 +77,7 @@ class BashTool(Tool[BashArgs]):
     @staticmethod
     def _execute(args: BashArgs, ctx: ToolContext, access: Access) -> CommandResult:
         try:
-            return ctx.runner.run(args.command, ctx.cwd, float(args.timeout), ctx.cancel, access=access)
+            return ctx.runner.run(args.command, ctx.shell.cwd, float(args.timeout), ctx.cancel, access=access)
         except SandboxError as exc:
             raise ToolError(str(exc)) from None
 
@@ -108,9 +104,9 @@ class BashTool(Tool[BashArgs]):
         except (OSError, RuntimeError):
             resolved = None
         if resolved is not None and resolved.is_dir() and (resolved == ctx.root or resolved.is_relative_to(ctx.root)):
-            ctx.cwd = resolved
+            ctx.shell.cwd = resolved
             return ""
-        ctx.cwd = ctx.root
+        ctx.shell.cwd = ctx.root
         return "\n(The working directory is outside the repository; it was reset to the root.)"
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from textual.app import ComposeResult
 from textual.widgets import TextArea
 
@@ -15,6 +17,10 @@ from app.widgets.transcript import LivePanel, Transcript
 class MainScreen(PacedScreen[None]):
     CSS_PATH = "main.tcss"
     AUTO_FOCUS = "#prompt"
+
+    def __init__(self, last_input_at: Callable[[], float] = lambda: 0.0) -> None:
+        super().__init__()
+        self.last_input_at = last_input_at
 
     def compose(self) -> ComposeResult:
         yield Transcript(id="transcript")
@@ -38,7 +44,7 @@ class MainScreen(PacedScreen[None]):
     def on_mount(self) -> None:
         self.query_one(CommandHints).display = False
         # The app stamps every key (RibbitApp.on_event); the transcript holds repaints back while you type.
-        self.transcript.last_input_at = lambda: getattr(self.app, "last_key_at", 0.0)
+        self.transcript.last_input_at = self.last_input_at
         self.transcript.live = self.query_one(LivePanel)
 
     def on_text_area_changed(self, event: TextArea.Changed) -> None:

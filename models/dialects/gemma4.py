@@ -32,9 +32,10 @@ from collections.abc import Callable
 from typing import Any
 
 from models.chat import ChatMessage, ParsedTurn, ToolCall, ToolSpec
-from models.grammar import JSON_RULES, ToolCallGrammar, _Rules, _triggers, _types, json_value_rule, literal, rule_name
+from models.dialects.base import StreamMarkers, ToolDialect
+from models.grammar import JSON_RULES, Rules, ToolCallGrammar, json_value_rule, literal, rule_name, schema_options
 
-DIALECT = "gemma4"
+NAME = "gemma4"
 CALL_OPEN = "<|tool_call>"
 CALL_PREFIX = CALL_OPEN + "call:"
 CALL_CLOSE = "<tool_call|>"
@@ -61,7 +62,7 @@ def renders_tool_messages(render: Callable[[list[dict[str, Any]]], str]) -> bool
     """Whether the template shows OpenAI-style `tool` messages as tool responses. Gemma 4's first
     templates (still inside many GGUFs) know only `tool_responses` on the assistant message."""
     probe = "RIBBIT_TOOL_PROBE_5e1d"
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "system", "content": "S"}, {"role": "user", "content": "U"},
         {"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "T", "arguments": {}}}]},
         {"role": "tool", "content": probe, "tool_call_id": "c", "name": "T"},
@@ -283,7 +284,7 @@ class Gemma4Parser:
     """Thought channels become reasoning, text before the first call the content, each
     `<|tool_call>call:NAME{...}<tool_call|>` a call; whatever follows `<|tool_response>` is not the model's."""
 
-    dialect = DIALECT
+    dialect = NAME
 
     def __init__(self, tools: list[ToolSpec] | None = None) -> None:
         self.tools = tools
@@ -357,7 +358,7 @@ g-array ::= "[" ( g-value ( "," g-value )* )? "]"
 
 def _value_rule(schema: dict[str, Any]) -> str:
     options = []
-    for option in _types(schema):
+    for option in schema_options(schema):
         kind = option.get("type")
         if "enum" in option:
             options += [literal(QUOTE + v + QUOTE if isinstance(v, str) else json.dumps(v)) for v in option["enum"]]
@@ -371,7 +372,7 @@ def _value_rule(schema: dict[str, Any]) -> str:
     return unique[0] if len(unique) == 1 else "(" + " | ".join(unique) + ")"
 
 
-def _arguments_rule(rules: _Rules, tool: ToolSpec) -> str:
+def _arguments_rule(rules: Rules, tool: ToolSpec) -> str:
     """`name:value` pairs in name order (as the template writes them), the required ones mandatory."""
     props = sorted(tool.parameters.get("properties", {}).items())
     required = set(tool.parameters.get("required", []))
@@ -394,12 +395,11 @@ def _arguments_rule(rules: _Rules, tool: ToolSpec) -> str:
 
 def grammar(tools: list[ToolSpec], opens_reasoning: bool) -> ToolCallGrammar:
     """One or more calls with valid tool names, argument names and value types, and nothing after them."""
-    rules = _Rules()
+    rules = Rules()
     functions = [_arguments_rule(rules, tool) for tool in tools]
     head = f"root ::= g-call+\ng-call ::= {literal(CALL_PREFIX)} g-fn {literal(CALL_CLOSE)}\n"
     head += f"g-fn ::= {' | '.join(functions)}\n"
-    trigger = "(" + re.escape(CALL_OPEN) + ")"
-    return ToolCallGrammar(head + rules.text() + _TEXT_RULES + JSON_RULES, _triggers(trigger, opens_reasoning), DIALECT)
+    return ToolCallGrammar(head + rules.text() + _TEXT_RULES + JSON_RULES, NAME)
 
 
 class CallTrigger:
@@ -416,6 +416,16 @@ class CallTrigger:
         return None
 
 
-def tail_ok(tail: str, names: list[str]) -> bool:
+def tail_ok(matched: str, tail: str, names: list[str]) -> bool:
     """Whether what followed the call opening inside its token can start a call the grammar accepts."""
     return any(f"call:{name}{{".startswith(tail) for name in names)
+
+
+DIALECT = ToolDialect(
+    name=NAME, detect=detect, parser=Gemma4Parser,
+    markers=StreamMarkers(
+        calls=(CALL_OPEN,), reasoning_open=THOUGHT_OPEN + THOUGHT_LABEL, reasoning_close=THOUGHT_CLOSE,
+        reasoning_again=True, hidden=(THOUGHT_CLOSE,),
+    ),
+    grammar=grammar, trigger=CallTrigger(), tail_ok=tail_ok,
+)

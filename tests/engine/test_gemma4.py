@@ -13,13 +13,13 @@ import pytest
 from agent.approvals import RejectAll
 from agent.events import NoticeEvent
 from agent.loop import Limits
-from agent.parsers import parser_for
+from models.dialects import parser_for
 from agent.tools import default_tools
 from agent.workspace import open_workspace
 from models.base import GenerationRequest, PrefillProgress, TextChunk, TurnEnd
 from models.chat import ChatMessage, ToolCall
 from models.dialects import gemma4
-from models.grammar import tool_call_grammar
+from models.dialects import tool_call_grammar
 from models.llama_backend import LlamaCppModel
 from tests.conftest import tree_bytes
 from tests.engine.conftest import assert_same_logits

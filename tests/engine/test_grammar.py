@@ -9,11 +9,12 @@ import math
 
 import pytest
 
-from agent.parsers import parser_for
+from models.dialects import parser_for
 from agent.tools import default_tools
 from models.base import GenerationRequest, TextChunk, TurnEnd
 from models.chat import ChatMessage
-from models.grammar import tool_call_grammar
+from models.dialects import dialect_named, tool_call_grammar
+from models.llama_backend import EngineStats, _GrammarWatcher
 from tests.engine.conftest import SYSTEM, make_model
 
 TOOLS = default_tools()
@@ -114,7 +115,14 @@ def test_malformed_calls_are_rejected(model, dialect):
 
 def test_reasoning_is_never_a_trigger():
     grammar = tool_call_grammar("qwen3_coder", SPECS, opens_reasoning=True)
-    assert all(pattern.index("</think>") < pattern.index("<tool_call>") for pattern in grammar.trigger_patterns)
+    built: list[list[int]] = []
+    watcher = _GrammarWatcher(
+        dialect_named("qwen3_coder"), grammar, SPECS, True, lambda gbnf, seen: built.append(list(seen)) or "sampler",
+        EngineStats(),
+    )
+    assert watcher.feed(1, b"thinking of <tool_call>\n<function=Read>\n") is None and not built
+    assert watcher.feed(2, b"</think>\n") is None and not built
+    assert watcher.feed(3, b"<tool_call>") == "sampler" and built == [[3]]
     assert tool_call_grammar("json", []) is None and tool_call_grammar("native", SPECS) is None
 
 

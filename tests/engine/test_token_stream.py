@@ -55,7 +55,7 @@ def test_abort_mid_prefill_keeps_the_stream_exact(state_dir):
         def stop_after_two() -> bool:
             return len(seen) >= 2
 
-        request_text, end, progress = "", None, []
+        end = None
         from models.base import GenerationRequest, PrefillProgress, TurnEnd
 
         for chunk in aborted.generate(GenerationRequest(messages=task, tools=[], max_tokens=4, should_stop=stop_after_two)):

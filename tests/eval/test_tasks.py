@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -87,14 +85,3 @@ def test_default_jobs() -> None:
     assert default_jobs(["default"]) == 1
     assert default_jobs(["/m/frognano.gguf", "openai:http://localhost:8080"]) == 1
     assert default_jobs(["openai:http://a", "replay:x.jsonl"]) >= 1
-
-
-def test_evaluation_package_imports_no_ui() -> None:
-    code = (
-        "import sys, agent.evaluation.runner, agent.evaluation.tasks, agent.evaluation.report\n"
-        "bad = [m for m in sys.modules if m == 'textual' or m.startswith(('textual.', 'app.')) or m == 'app']\n"
-        "print(bad)\n"
-    )
-    root = Path(__file__).resolve().parents[2]
-    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"

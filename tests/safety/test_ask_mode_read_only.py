@@ -151,7 +151,7 @@ def test_a_read_only_only_plan_never_asks_and_tells_the_model(work: Path, tmp_pa
     recorder, approver = Recorder(), ScriptedApprover(True, True)
     replay = write_replay(tmp_path / "r.jsonl", xml_call("Bash", command="touch made.txt"), xml_call("Bash", command="cat notes.txt"), "done")
     workspace = open_workspace(HookedReplay(replay), work, mode="ask", approver=approver, sink=recorder, watch=False)
-    workspace.session.changes.policy.plan_bash = lambda command: READ_ONLY_ONLY  # type: ignore[method-assign]
+    workspace.session.approvals.policy.plan_bash = lambda command: READ_ONLY_ONLY  # type: ignore[method-assign]
     try:
         workspace.session.run("go")
     finally:

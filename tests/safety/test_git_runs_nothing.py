@@ -89,7 +89,7 @@ def every_git_call(root: Path, tmp_path: Path, *setup: str, hooks: dict | None =
         summary = workspace.session.run("go")
         patch = workspace.patch()
         workspace.journal.changed_since_start()  # the TUI's /diff
-        workspace.journal.undo_last()  # the TUI's /undo
+        workspace.undo_last()  # the TUI's /undo
         session_id = workspace.journal.session_id
     finally:
         workspace.close()

@@ -75,18 +75,18 @@ def test_undo_last_restores_bytes_modes_and_bash_changes(repo: Path, tmp_path: P
     workspace, _ = start(repo, replay, watch=False)
     workspace.session.run("go")
     assert (repo / "pkg" / "sub" / "new.py").exists() and not (repo / "test_calc.py").exists()
-    bash_undo = workspace.journal.undo_last()
+    bash_undo = workspace.undo_last()
     assert sorted(bash_undo.deleted) == ["pkg/sub/new.py"]
     assert {"crlf.txt", "data.bin", "test_calc.py", "tool.sh"} <= set(bash_undo.restored)
     assert not (repo / "pkg").exists()  # folders the agent created are gone again
     assert tool.stat().st_mode & 0o111
-    edit_undo = workspace.journal.undo_last()
+    edit_undo = workspace.undo_last()
     assert edit_undo.restored == ["calc.py"]
     after = tree_bytes(repo)
     before["build/cache.o"] = b"junk\n"  # ignored files are not the journal's business
     assert after == before
     with pytest.raises(JournalError, match="nothing to undo"):
-        workspace.journal.undo_last()
+        workspace.undo_last()
 
 
 def test_undo_refuses_to_overwrite_a_file_the_user_changed_afterwards(repo: Path, tmp_path: Path) -> None:
@@ -100,14 +100,14 @@ def test_undo_refuses_to_overwrite_a_file_the_user_changed_afterwards(repo: Path
     user_text = "def add(a, b):\n    return a + b  # reviewed by me\n"
     (repo / "calc.py").write_text(user_text)
     with pytest.raises(JournalError) as refused:
-        workspace.journal.undo_last()
+        workspace.undo_last()
     message = str(refused.value)
     assert "calc.py" in message and "\n" not in message and "nothing was restored" in message
     assert (repo / "calc.py").read_text() == user_text
     # A user edit to some other file does not block the undo, and is left alone.
     (repo / "calc.py").write_text("def add(a, b):\n    return a + b\n")
     (repo / "test_calc.py").write_text("# mine\n")
-    result = workspace.journal.undo_last()
+    result = workspace.undo_last()
     assert result.restored == ["calc.py"]
     assert (repo / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"
     assert (repo / "test_calc.py").read_text() == "# mine\n"
@@ -130,7 +130,7 @@ def test_undo_keeps_a_users_change_made_during_the_step(repo: Path, tmp_path: Pa
     hooks[1] = user_edits
     try:
         workspace.session.run("go")
-        result = workspace.journal.undo_last()
+        result = workspace.undo_last()
     finally:
         workspace.close()
     assert result.restored == ["calc.py"] and result.kept == ["test_calc.py"]
@@ -169,7 +169,7 @@ def test_folder_that_is_not_a_git_repository_gets_a_private_journal(tmp_path: Pa
     assert not (folder / ".git").exists()
     workspace.session.run("go")
     assert "+two" in workspace.patch()
-    workspace.journal.undo_last()
+    workspace.undo_last()
     assert tree_bytes(folder) == {"a.txt": b"one\n"}
     doctor = ribbit("doctor", "--repo", str(folder))
     assert "private journal" in doctor.stdout
@@ -186,5 +186,5 @@ def test_byte_identical_even_with_eol_conversion_attributes(repo: Path, tmp_path
     workspace, _ = start(repo, replay, watch=False)
     assert workspace.journal.converting
     workspace.session.run("go")
-    workspace.journal.undo_last()
+    workspace.undo_last()
     assert (repo / "win.txt").read_bytes() == b"a\r\nb\r\n"

@@ -14,7 +14,7 @@ from agent.apply import remove_tree
 from agent.gitcmd import unstorable_reason
 from tests.conftest import git, tree_bytes, xml_call
 from tests.functional.helpers import ribbit_run
-from tests.safety.helpers import start, tool_outputs, write_replay
+from tests.safety.helpers import start, write_replay
 
 ROOT = Path(__file__).resolve().parents[2]
 DEEP = 2_100  # 'd/' * 2,100: past PATH_MAX (4,096) whatever the temp folder's length

@@ -158,9 +158,9 @@ def test_without_a_sandbox_full_auto_refuses_and_ask_mode_asks_for_every_command
         start(repo, replay, mode="full-auto", watch=False)
     workspace, _ = start(repo, replay, mode="ask", watch=False)
     assert not workspace.runner.sandboxed and "NO SANDBOX" in workspace.sandbox_status
-    assert workspace.session.changes.policy.bash_needs_approval("ls")  # even the allow list asks
+    assert workspace.session.approvals.policy.bash_needs_approval("ls")  # even the allow list asks
     workspace.session.run("list")
-    approver = workspace.session.changes.approver
+    approver = workspace.session.approvals.approver
     assert [r.kind for r in approver.requests] == ["bash"] and approver.requests[0].sandboxed is False  # type: ignore[attr-defined]
     forced, _ = start(repo, replay, mode="full-auto", watch=False, no_sandbox=True)
     assert "NO SANDBOX" in forced.sandbox_status and not forced.runner.sandboxed

@@ -113,8 +113,8 @@ def test_ribbits_own_writes_and_removals_are_never_outside_changes(repo: Path) -
     watcher = RepoWatcher(repo, on_change)
     watcher.start()
     try:
-        atomic_write(repo / "calc.py", b"def add(a, b):\n    return a + b\n")  # no on_applied call at all
-        remove_file(repo / "test_calc.py")
+        atomic_write(repo / "calc.py", b"def add(a, b):\n    return a + b\n", observer=watcher)  # no agent_wrote
+        remove_file(repo / "test_calc.py", observer=watcher)
         (repo / "user.txt").write_text("from outside\n")
         assert got.wait(10)
         assert watcher.wait_idle()

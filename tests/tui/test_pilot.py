@@ -127,7 +127,7 @@ async def test_bash_approval_with_prefix_rule(tui_app, repo: Path) -> None:
         stored = json.loads((project_state(repo) / "allow.json").read_text())
         assert stored["allow"] == ["touch"]
         # The rule is per project and persists: a new session on this repo allows `touch` too.
-        assert app.workspace.session.changes.policy.allow.allows("touch third.txt")
+        assert app.workspace.session.approvals.policy.allow.allows("touch third.txt")
 
 
 async def test_escape_stops_streaming_and_session_goes_on(tui_app, repo: Path) -> None:
@@ -176,7 +176,7 @@ async def test_session_diff_lists_changed_files(tui_app, repo: Path) -> None:
         await wait_for(pilot, lambda: isinstance(app.screen, EditReviewScreen), what="review 1")
         await pilot.press("a")  # approve this and all further edits: auto-edit
         await idle(pilot)
-        assert app.workspace.session.changes.policy.mode == "auto-edit"
+        assert app.workspace.session.approvals.policy.mode == "auto-edit"
         assert app.main.status.mode == "auto-edit"
         assert (repo / "notes.md").read_text() == "# notes\n"
         await send(pilot, "/diff")
@@ -212,7 +212,7 @@ async def test_prompt_history_newline_and_completion(tui_app) -> None:
         await wait_for(pilot, lambda: any("/undo" in n for n in notices(app)), what="help")
         await send(pilot, "/mode auto-edit")
         await wait_for(pilot, lambda: app.main.status.mode == "auto-edit", what="mode switch")
-        assert app.workspace.session.changes.policy.mode == "auto-edit"
+        assert app.workspace.session.approvals.policy.mode == "auto-edit"
         await send(pilot, "/nonsense")
         await wait_for(pilot, lambda: any("unknown command" in n for n in notices(app, "error")), what="error")
 

@@ -2,11 +2,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.approvals import AllowList, ApprovalDecision, ApprovalPolicy
+from agent.approvals import AllowList, ApprovalDecision, ApprovalOrchestrator, ApprovalPolicy
 from agent.changes import ChangeGate
 from agent.readstate import ReadState
 from agent.sandbox import LocalRunner
 from agent.tools import ToolContext, default_tools
+from agent.tools.base import ShellState
 
 
 class ScriptedApprover:
@@ -25,11 +26,12 @@ def make_ctx(root: Path, mode: str = "full-auto", approver: ScriptedApprover | N
     root = root.resolve()
     read_state = ReadState()
     policy = ApprovalPolicy(mode, AllowList(None), sandboxed=True)  # type: ignore[arg-type]
-    gate = ChangeGate(
-        root=root, policy=policy, approver=approver or ScriptedApprover(), read_state=read_state,
-        emit=lambda event: None,
+    approvals = ApprovalOrchestrator(policy, approver or ScriptedApprover(), lambda event: None)
+    gate = ChangeGate(root=root, approvals=approvals, read_state=read_state)
+    return ToolContext(
+        root=root, read_state=read_state, changes=gate, runner=LocalRunner(root), approvals=approvals,
+        shell=ShellState(cwd=root),
     )
-    return ToolContext(root=root, read_state=read_state, changes=gate, runner=LocalRunner(root))
 
 
 def call(ctx: ToolContext, name: str, **arguments: object) -> str:

@@ -13,10 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.parsers import StreamSplitter, parser_for
+from agent.stream import StreamSplitter
+from models.dialects import parser_for
 from agent.tools import ALL_TOOLS
 from models.chat import ChatMessage, ToolCall
-from models.chat_template import ChatTemplate, detect_dialect
+from models.chat_template import ChatTemplate
+from models.dialects import detect_dialect
 from models.dialects import gemma4
 from models.replay import ReplayModel
 
@@ -296,5 +298,5 @@ def test_the_grammar_waits_for_a_call_outside_thought_channels() -> None:
     assert trigger.search(b"<channel|>plain text <|tool_call>", 0).start() == len(b"<channel|>plain text ")
     # What followed the opening inside its token must be able to start a call the grammar accepts.
     names = ["Read", "Glob"]
-    assert gemma4.tail_ok("", names) and gemma4.tail_ok("call:Re", names) and gemma4.tail_ok("call:Glob{", names)
-    assert not gemma4.tail_ok("call:Delete", names) and not gemma4.tail_ok(" call:Read{", names)
+    assert gemma4.tail_ok("<|tool_call>", "", names) and gemma4.tail_ok("<|tool_call>", "call:Re", names) and gemma4.tail_ok("<|tool_call>", "call:Glob{", names)
+    assert not gemma4.tail_ok("<|tool_call>", "call:Delete", names) and not gemma4.tail_ok("<|tool_call>", " call:Read{", names)

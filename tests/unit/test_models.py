@@ -7,7 +7,8 @@ import pytest
 
 from models.base import ModelError
 from models.chat import ChatMessage, ToolCall
-from models.chat_template import ChatTemplate, detect_dialect
+from models.chat_template import ChatTemplate
+from models.dialects import detect_dialect
 from models.gguf_meta import read_metadata
 from models.llama_backend import check_model_file
 from models.replay import ReplayModel

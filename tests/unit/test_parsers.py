@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.parsers import StreamSplitter, parser_for
+from agent.stream import StreamSplitter
+from models.dialects import parser_for
 from agent.tools import ALL_TOOLS
 
 SPECS = [t.spec() for t in ALL_TOOLS]

@@ -1,4 +1,4 @@
-"""Splits streamed model text into reasoning and visible text for live display.
+"""Splits streamed model text into reasoning and visible text for live display, by the dialect's markers.
 
 Tool-call markup is held back (the call is shown as a card once parsed). Partial tags at a chunk
 boundary are buffered so `</thi` + `nk>` never leaks into the text.
@@ -7,33 +7,8 @@ boundary are buffered so `</thi` + `nk>` never leaks into the text.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from agent.parsers.base import THINK_CLOSE, THINK_OPEN
-from models.dialects import gemma4
-
-CALL_MARKERS = ("<tool_call>", "<function=")
-
-
-@dataclass(frozen=True)
-class StreamMarkers:
-    """How a dialect's reasoning and calls look in the stream."""
-
-    calls: tuple[str, ...] = CALL_MARKERS
-    reasoning_open: str = THINK_OPEN
-    reasoning_close: str = THINK_CLOSE
-    # Gemma 4: a thought channel may come again after text, starts with a label line (stripped), and a
-    # stray close of the channel the generation prompt opened and closed is dropped from the text.
-    reasoning_again: bool = False
-    hidden: tuple[str, ...] = ()
-
-
-MARKERS = {
-    "gemma4": StreamMarkers(
-        calls=(gemma4.CALL_OPEN,), reasoning_open=gemma4.THOUGHT_OPEN + gemma4.THOUGHT_LABEL,
-        reasoning_close=gemma4.THOUGHT_CLOSE, reasoning_again=True, hidden=(gemma4.THOUGHT_CLOSE,),
-    ),
-}
+from models.dialects import StreamMarkers, dialect_named
 
 
 class StreamSplitter:
@@ -42,21 +17,21 @@ class StreamSplitter:
         on_text: Callable[[str], None],
         on_reasoning: Callable[[str], None],
         reasoning_opened: bool = False,
-        markers: StreamMarkers = StreamMarkers(),
+        markers: StreamMarkers | None = None,
     ) -> None:
         self.on_text = on_text
         self.on_reasoning = on_reasoning
         self.state = "reasoning" if reasoning_opened else "start"
-        self.markers = markers
+        self.markers = markers or dialect_named("qwen3_coder").markers
         self.buffer = ""
         self._after_think = False
-        self._reasoning_start = reasoning_opened and markers.reasoning_again
+        self._reasoning_start = reasoning_opened and self.markers.reasoning_again
 
     @classmethod
     def for_dialect(
         cls, dialect: str, on_text: Callable[[str], None], on_reasoning: Callable[[str], None], reasoning_opened: bool = False
     ) -> StreamSplitter:
-        return cls(on_text, on_reasoning, reasoning_opened, MARKERS.get(dialect, StreamMarkers()))
+        return cls(on_text, on_reasoning, reasoning_opened, dialect_named(dialect).markers)
 
     def feed(self, chunk: str) -> None:
         if self.state == "call":

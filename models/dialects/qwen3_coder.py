@@ -1,4 +1,5 @@
-"""Qwen3-Coder XML tool calls (FrogNano / Qwen3.5):
+"""Qwen3-Coder XML tool calls (`qwen3_coder`: FrogNano / Qwen3.5): detection, parser, stream markers,
+grammar, trigger and tail check.
 
 <tool_call>
 <function=NAME>
@@ -14,14 +15,25 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agent.parsers.base import ParsedTurn, coerce_value, param_schemas, split_reasoning
-from models.chat import ToolCall, ToolSpec
+from models.chat import ParsedTurn, ToolCall, ToolSpec
+from models.dialects.base import StreamMarkers, ToolDialect, coerce_value, param_schemas, split_reasoning
+from models.grammar import JSON_RULES, ToolCallGrammar, Rules, literal, rule_name, xml_text_rules, xml_value_rule
+
+NAME = "qwen3_coder"
+CALL_MARKERS = ("<tool_call>", "<function=")
 
 # A name stops at `<` and at 256 characters: with `[^>\n]*`, every `<function=` on a long line
 # without `>` scanned the rest of the line before failing (4,000 of them took 10 s, quadratic).
 _FUNCTION = re.compile(r"<function=([^<>\n]{0,256})>(.*?)(?:</function>|\Z)", re.DOTALL)
 _PARAM = re.compile(r"<parameter=([^<>\n]{0,256})>(.*?)(?:</parameter>|(?=<parameter=)|(?=</function>)|\Z)", re.DOTALL)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*\Z")
+
+
+def detect(template: str) -> bool:
+    return "<function=" in template or "<parameter=" in template
+
+
+# -- parsing -------------------------------------------------------------------------------------
 
 
 def _strip_one_newline(value: str) -> str:
@@ -33,7 +45,7 @@ def _strip_one_newline(value: str) -> str:
 
 
 class Qwen3CoderParser:
-    dialect = "qwen3_coder"
+    dialect = NAME
 
     def __init__(self, tools: list[ToolSpec] | None = None) -> None:
         self.schemas = param_schemas(tools)
@@ -105,3 +117,47 @@ def _blocks(text: str, errors: list[str]) -> list[str]:
         blocks.append(text[open_at + len("<tool_call>") : close])
         pos = close + len("</tool_call>")
     return blocks
+
+
+# -- the grammar ---------------------------------------------------------------------------------
+
+
+def grammar(tools: list[ToolSpec], opens_reasoning: bool) -> ToolCallGrammar:
+    rules = Rules()
+    text = xml_text_rules(rules)
+    functions = []
+    for tool in tools:
+        props = tool.parameters.get("properties", {})
+        required = set(tool.parameters.get("required", []))
+        parts = []
+        for name, schema in props.items():
+            param = rules.add(
+                rule_name("p", tool.name, name),
+                f'{literal(f"<parameter={name}>" + chr(10))} {xml_value_rule(schema, text)} {literal(chr(10) + "</parameter>" + chr(10))}',
+            )
+            parts.append(param if name in required else f"{param}?")
+        body = " ".join(parts) if parts else '""'
+        functions.append(
+            rules.add(rule_name("fn", tool.name), f'{literal(f"<function={tool.name}>" + chr(10))} {body} "</function>"')
+        )
+    rules.add("fn", " | ".join(functions) or '"<function=>\\n</function>"')
+    rules.add("block", '"<tool_call>\\n" fn "\\n</tool_call>" | fn')
+    head = 'root ::= block ( ws block )* end-ws\n'
+    return ToolCallGrammar(head + rules.text() + JSON_RULES, NAME)
+
+
+TRIGGER = re.compile(rb"<tool_call>|<function=")
+
+
+def tail_ok(matched: str, tail: str, names: list[str]) -> bool:
+    if matched == "<tool_call>":
+        options = [f"\n<function={n}>\n" for n in names]
+    else:
+        options = [f"{n}>\n" for n in names]
+    return any(o.startswith(tail) for o in options)
+
+
+DIALECT = ToolDialect(
+    name=NAME, detect=detect, parser=Qwen3CoderParser, markers=StreamMarkers(calls=CALL_MARKERS),
+    grammar=grammar, trigger=TRIGGER, tail_ok=tail_ok,
+)

@@ -1,13 +1,24 @@
-"""Hermes JSON tool calls (Qwen2.5 / Qwen3): <tool_call>{"name": ..., "arguments": {...}}</tool_call>."""
+"""Hermes JSON tool calls (`hermes`: Qwen2.5 / Qwen3): detection, parser, stream markers, grammar,
+trigger and tail check.
+
+<tool_call>{"name": ..., "arguments": {...}}</tool_call>
+"""
 
 from __future__ import annotations
 
 import re
 
-from agent.parsers.base import ParsedTurn, loads_json, split_reasoning
-from models.chat import ToolCall, ToolSpec
+from models.chat import ParsedTurn, ToolCall, ToolSpec
+from models.dialects.base import StreamMarkers, ToolDialect, loads_json, split_reasoning
+from models.grammar import JSON_RULES, ToolCallGrammar, json_call_rules
 
+NAME = "hermes"
+CALL_OPEN = "<tool_call>"
 _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
+
+
+def detect(template: str) -> bool:
+    return CALL_OPEN in template
 
 
 def call_from_json(data: object, errors: list[str], name_keys: tuple[str, ...] = ("name",)) -> ToolCall | None:
@@ -32,7 +43,7 @@ def call_from_json(data: object, errors: list[str], name_keys: tuple[str, ...] =
 
 
 class HermesParser:
-    dialect = "hermes"
+    dialect = NAME
 
     def __init__(self, tools: list[ToolSpec] | None = None) -> None:
         self.tools = tools
@@ -57,3 +68,24 @@ class HermesParser:
             if call:
                 turn.tool_calls.append(call)
         return turn
+
+
+def grammar(tools: list[ToolSpec], opens_reasoning: bool) -> ToolCallGrammar:
+    rules = json_call_rules(tools, ("name",))
+    head = 'root ::= hcall ( ws hcall )* end-ws\nhcall ::= "<tool_call>" ws call ws "</tool_call>"\n'
+    return ToolCallGrammar(head + rules.text() + JSON_RULES, NAME)
+
+
+TRIGGER = re.compile(rb"<tool_call>")
+_TAIL = re.compile(r'[ \t\n]{0,16}(?:\{[ \t\n]{0,16}(?P<key>"[a-z]*)?)?')
+
+
+def tail_ok(matched: str, tail: str, names: list[str]) -> bool:
+    found = _TAIL.fullmatch(tail)
+    return found is not None and '"name"'.startswith(found.group("key") or "")
+
+
+DIALECT = ToolDialect(
+    name=NAME, detect=detect, parser=HermesParser, markers=StreamMarkers(calls=(CALL_OPEN,)),
+    grammar=grammar, trigger=TRIGGER, tail_ok=tail_ok,
+)

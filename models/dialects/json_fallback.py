@@ -1,4 +1,5 @@
-"""Plain JSON tool calls for models whose chat template knows no tools (the embedded SmolLM2).
+"""Plain JSON tool calls (`json`) for models whose chat template knows no tools (the embedded SmolLM2):
+parser, stream markers, grammar, trigger and tail check. It is the registry's fallback.
 
 The system prompt asks for one JSON object per call, optionally in a ```json fence:
 {"tool": "Read", "arguments": {"file_path": "README.md"}}
@@ -8,12 +9,18 @@ from __future__ import annotations
 
 import re
 
-from agent.parsers.base import ParsedTurn, loads_json, split_reasoning
-from agent.parsers.hermes import call_from_json
-from models.chat import ToolSpec
+from models.chat import ParsedTurn, ToolSpec
+from models.dialects.base import StreamMarkers, ToolDialect, loads_json, split_reasoning
+from models.dialects.hermes import call_from_json
+from models.grammar import JSON_RULES, ToolCallGrammar, json_call_rules
 
+NAME = "json"
 # An object that starts like a call; used to tell "no call" from "a call we could not read".
 _ATTEMPT = re.compile(r"\{\s*\"(?:tool|name)\"\s*:")
+
+
+def detect(template: str) -> bool:
+    return True  # any template: the fallback
 
 
 def json_objects(text: str) -> list[tuple[int, int, str]]:
@@ -42,7 +49,7 @@ def json_objects(text: str) -> list[tuple[int, int, str]]:
 
 
 class JsonFallbackParser:
-    dialect = "json"
+    dialect = NAME
 
     def __init__(self, tools: list[ToolSpec] | None = None) -> None:
         self.tool_names = {t.name for t in tools or []}
@@ -71,3 +78,26 @@ class JsonFallbackParser:
         head = rest if first_call is None else rest[:first_call]
         turn.content = re.sub(r"```(?:json)?\s*$", "", head.strip()).strip()
         return turn
+
+
+def grammar(tools: list[ToolSpec], opens_reasoning: bool) -> ToolCallGrammar:
+    """Plain JSON calls `{"tool": NAME, "arguments": {...}}`, optionally closing a ```json fence."""
+    rules = json_call_rules(tools, ("tool", "name"))
+    head = 'root ::= call end-ws ( "```" end-ws )?\n'
+    return ToolCallGrammar(head + rules.text() + JSON_RULES, NAME)
+
+
+TRIGGER = re.compile(rb'\{[ \t\n]{0,16}"(?:tool|name)"')
+_TAIL = re.compile(r'[ \t\n]{0,16}(?::[ \t\n]{0,16}(?:"(?P<name>[A-Za-z_]*))?)?')
+
+
+def tail_ok(matched: str, tail: str, names: list[str]) -> bool:
+    found = _TAIL.fullmatch(tail)
+    return found is not None and any(n.startswith(found.group("name") or "") for n in names)
+
+
+# The stream holds back the XML call markers, as it always did (a JSON call is only known once parsed).
+DIALECT = ToolDialect(
+    name=NAME, detect=detect, parser=JsonFallbackParser, markers=StreamMarkers(calls=("<tool_call>", "<function=")),
+    grammar=grammar, trigger=TRIGGER, tail_ok=tail_ok, tools_in_prompt=True,
+)
