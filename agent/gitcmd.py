@@ -27,12 +27,15 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import tempfile
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import IO
 
 GIT_TIMEOUT_S = 600.0
 FIFO_GRACE_S = 2.0  # a git command still running after this long may be stuck on a FIFO
@@ -205,12 +208,12 @@ def run_git(
     argv = [git_executable(work_tree or cwd), "--no-pager", *args]
     started = time.monotonic()
     try:
-        proc = subprocess.Popen(
-            argv, cwd=str(cwd) if cwd else None,
-            env=git_environment(overrides, env, work_tree=work_tree, read_user_config=read_user_config),
-            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, pass_fds=tuple(pass_fds),
-        )
+        with _input_file(input) as stdin:
+            proc = subprocess.Popen(
+                argv, cwd=str(cwd) if cwd else None,
+                env=git_environment(overrides, env, work_tree=work_tree, read_user_config=read_user_config),
+                stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=tuple(pass_fds),
+            )
     except OSError as exc:
         raise GitError(f"git {_verb(args)} could not run: {exc.strerror or exc}") from None
     searched = False
@@ -218,7 +221,7 @@ def run_git(
         while True:
             quick = fifos is not None and (searched or bool(fifos.known))
             try:
-                out, err = proc.communicate(input, timeout=FIFO_POLL_S if quick else FIFO_GRACE_S)
+                out, err = proc.communicate(timeout=FIFO_POLL_S if quick else FIFO_GRACE_S)
                 break
             except subprocess.TimeoutExpired:
                 waited = time.monotonic() - started
@@ -235,6 +238,22 @@ def run_git(
     if check and result.returncode != 0:
         raise GitError(f"git {_verb(args)} failed: {one_line(err or out)}")
     return result
+
+
+@contextmanager
+def _input_file(data: bytes | None) -> Iterator[int | IO[bytes]]:
+    """Standard input for git: `data` in an unlinked temporary file (or nothing).
+
+    Not a pipe fed by communicate(): a command still running after the FIFO grace period is
+    waited on again, and Popen.communicate cannot resume sending input on a retry (it raises
+    ValueError if given the input again, and never sends the rest if not)."""
+    if data is None:
+        yield subprocess.DEVNULL
+        return
+    with tempfile.TemporaryFile() as handle:
+        handle.write(data)
+        handle.seek(0)
+        yield handle
 
 
 class WorkTreeFifos:

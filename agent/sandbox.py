@@ -46,6 +46,9 @@ MASK_TMPFS_BYTES = 1 << 20
 GIT_MOUNT_POINT_MODE = 0o500
 # Where a sandbox has its own empty, private folders; hidden or socket paths under them need no mask.
 PRIVATE_TREES = (Path("/tmp"), Path("/dev"), Path("/proc"))
+# Kernel-wide knobs under /proc that a fresh procfs still lets uid 0 write (bubblewrap covers /proc/irq
+# and /proc/bus itself, but not these when it runs as root): mounted read-only in every command.
+PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger")
 
 Access = Literal["read-only", "read-write"]
 # strerror(EROFS), however the program words the rest; LC_MESSAGES=C keeps it English.
@@ -351,6 +354,11 @@ class BwrapRunner(LocalRunner):
         args += self._scratch("/dev/shm", view.shm_bytes, "shm")
         args += ["--remount-ro", "/dev"]  # not recursive: /dev/shm stays writable, /dev itself does not
         args += ["--proc", "/proc"]
+        # A fresh /proc leaves the kernel's global settings writable to uid 0 (no capability needed):
+        # ribbit run as root would let a command set kernel.core_pattern or kernel.modprobe to a
+        # program of its own, which the kernel then runs on the host, as root.
+        for knob in PROC_READ_ONLY:
+            args += ["--ro-bind-try", knob, knob]
         args += self._scratch("/tmp", view.tmp_bytes, "tmp")
         mounts: list[Mount] = []
         # A repository under /tmp sits on the private tmpfs: make the folders above it read-only,

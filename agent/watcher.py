@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -46,6 +47,8 @@ INOTIFY_SHARE = 0.5
 # kills its inotify thread. Such trees are polled, and polling does not descend past this depth.
 MAX_WATCH_DEPTH = 200
 HEALTH_CHECK_S = 2.0  # how often an idle watcher checks that its observer threads are still alive
+# The most of one file the watcher hashes to recognise ribbit's own write (Write/Edit stop at 16 MiB).
+WATCH_HASH_LIMIT = 64 * 1024 * 1024
 # Only what changes content: no open/close/attrib events, so reads cost nothing.
 EVENT_FILTER: list[type[FileSystemEvent]] = [
     FileCreatedEvent, FileModifiedEvent, FileDeletedEvent, FileMovedEvent, DirMovedEvent,
@@ -384,7 +387,29 @@ class WatchedRunner:
 
 
 def _sha_of(path: Path) -> str | None:
+    """sha256 of the regular file at `path`, None if nothing is there, "" if it cannot be what ribbit
+    wrote: a link (never followed: `-> /dev/zero` would fill memory), a FIFO (never waited on), a
+    device, or a file past WATCH_HASH_LIMIT (the agent can replace a file ribbit wrote by any of
+    these in the same turn). Read in chunks."""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
         return None
+    except OSError:
+        return ""
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > WATCH_HASH_LIMIT:
+            return ""
+        digest = hashlib.sha256()
+        total = 0
+        while chunk := os.read(fd, 1 << 20):
+            total += len(chunk)
+            if total > WATCH_HASH_LIMIT:
+                return ""
+            digest.update(chunk)
+        return digest.hexdigest()
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)

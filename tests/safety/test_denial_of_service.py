@@ -8,8 +8,11 @@ the exit code, the results the model got, the files on disk. Times and memory ar
 
 from __future__ import annotations
 
+import stat
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import git, xml_call
 from tests.safety.cli import ribbit_cli, write_replay
@@ -178,3 +181,23 @@ def test_a_turn_of_unclosed_tags_is_parsed_in_linear_time(repo: Path, tmp_path: 
     run.assert_clean_exit(0)
     assert run.user_notes()[0].startswith("Error: your tool call could not be read: a <tool_call> is not closed")
     assert run.tool_results() == ["     1\tdef add(a, b):\n     2\t    return a - b"]
+
+
+@pytest.mark.parametrize("replacement", ["mkfifo notes.txt", "ln -s /dev/zero notes.txt"])
+def test_a_file_ribbit_wrote_then_replaced_in_the_same_turn_never_hangs_or_fills_memory(
+    repo: Path, tmp_path: Path, replacement: str,
+) -> None:
+    """The watcher recognises ribbit's own writes by hashing the file; it read the path whole, following
+    links and blocking on FIFOs. Write notes.txt, then in the same turn replace it by a FIFO (ribbit hung
+    at the end of the step, Ctrl+C ignored) or a link to /dev/zero (ribbit read until memory ran out)."""
+    turn = xml_call("Write", file_path="notes.txt", content="hello\n") + "\n" + xml_call(
+        "Bash", command=f"rm notes.txt && {replacement}",
+    )
+    run = ribbit_cli(
+        tmp_path, repo, write_replay(tmp_path / "r.jsonl", turn, "done"), "--mode", "full-auto",
+        memory_cap=1024 * MiB, timeout=120,
+    )
+    run.assert_clean_exit(0)
+    assert run.summary()["stop_reason"] == "finished"
+    assert "internal error" not in run.err
+    assert (repo / "notes.txt").is_symlink() or stat.S_ISFIFO((repo / "notes.txt").lstat().st_mode)

@@ -188,3 +188,27 @@ def test_byte_identical_even_with_eol_conversion_attributes(repo: Path, tmp_path
     workspace.session.run("go")
     workspace.undo_last()
     assert (repo / "win.txt").read_bytes() == b"a\r\nb\r\n"
+
+
+
+def test_a_step_is_journaled_even_when_git_takes_its_input_slowly(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The agent can make hashing slow (`truncate -s 3G pad.bin` in the same step as `rm notes.txt`):
+    git then ran past the FIFO grace period (2 s) while ribbit fed it paths on stdin, and retrying
+    Popen.communicate raised ValueError, so the step (and every later one while the big file
+    stayed) was never recorded, and the user's untracked file it deleted could not come back.
+    Scaled down: a 64 MiB file, and a grace period of 10 ms."""
+    from agent import gitcmd
+
+    monkeypatch.setattr(gitcmd, "FIFO_GRACE_S", 0.01)
+    monkeypatch.setattr(gitcmd, "FIFO_POLL_S", 0.05)
+    (repo / "notes.txt").write_text("the user's untracked notes\n")
+    replay = write_replay(tmp_path / "r.jsonl", xml_call("Bash", command="truncate -s 64M pad.bin; rm notes.txt"))
+    workspace, recorder = start(repo, replay, watch=False)
+    workspace.session.run("go")
+    assert not (repo / "notes.txt").exists()
+    assert not [e for e in recorder.of_type("notice") if "not recorded" in e.text]  # type: ignore[attr-defined]
+    workspace.journal.undo_last()
+    assert (repo / "notes.txt").read_text() == "the user's untracked notes\n"
+    assert not (repo / "pad.bin").exists()

@@ -89,6 +89,33 @@ def test_the_host_process_tree_is_out_of_sight(repo: Path, tmp_path: Path) -> No
     assert count < 10 and "PPid:\t0" in output and "No such file or directory" in output
 
 
+
+def test_kernel_settings_under_proc_sys_cannot_be_changed_from_a_command(repo: Path, tmp_path: Path) -> None:
+    """Run as root, a fresh /proc let a command write the kernel's global settings: kernel.core_pattern
+    (`|/repo/evil` runs as root on the host at the next crash) or kernel.modprobe. Here the command
+    flips a harmless one, kernel.core_uses_pid, and re-writes core_pattern's own value (a no-op if it
+    were allowed); the host's values must not move and both writes must fail."""
+    knob = Path("/proc/sys/kernel/core_uses_pid")
+    before = knob.read_text()
+    other = "0" if before.strip() == "1" else "1"
+    pattern = Path("/proc/sys/kernel/core_pattern").read_text()
+    turns = [xml_call(
+        "Bash", command=f"echo {other} > {knob} && echo FLIPPED; cat /proc/sys/kernel/core_pattern > /proc/sys/kernel/core_pattern"
+        " && echo PATTERN-WRITABLE; cat /proc/sys/kernel/ostype",
+    )]
+    try:
+        workspace, recorder, _ = session(repo, tmp_path, *turns, "done")
+        output = tool_outputs(recorder)[0]
+        assert knob.read_text() == before
+        assert Path("/proc/sys/kernel/core_pattern").read_text() == pattern
+        assert "FLIPPED" not in output and "PATTERN-WRITABLE" not in output
+        assert output.count("Read-only file system") == 2 or os.geteuid() != 0, output
+        assert Path("/proc/sys/kernel/ostype").read_text().strip() in output  # still readable
+    finally:
+        if knob.read_text() != before and os.geteuid() == 0:
+            knob.write_text(before)  # the hole was open: put the shared machine's setting back
+
+
 # -- hidden folders and the user's settings ---------------------------------------------------------
 
 
