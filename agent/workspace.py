@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.approvals import AllowList, ApprovalPolicy, Approver, Mode
-from agent.events import AgentEvent, EventSink, ExternalChangeEvent, NoticeEvent
+from agent.events import AgentEvent, EventSink, ExternalChangeEvent, NoticeEvent, SummaryEvent
+from agent.gitcmd import shown
 from agent.journal import Journal, UndoResult, state_home
 from agent.loop import AgentSession, Limits
 from agent.readstate import ReadState
@@ -60,6 +61,30 @@ def locked_sink(sink: EventSink) -> EventSink:
     def emit(event: AgentEvent) -> None:
         with lock:
             sink(event)
+
+    return emit
+
+
+MAX_NAMED_REPOSITORIES = 5
+
+
+def naming_new_repositories(sink: EventSink, journal: Journal) -> EventSink:
+    """At the end of each task, a warning naming the git repositories the agent made (`sub/.git`):
+    the user's git-aware shell prompt runs their config (core.fsmonitor...) on `cd sub`."""
+    known = journal.nested_repositories()  # the user's own, from the start snapshot
+
+    def emit(event: AgentEvent) -> None:
+        if isinstance(event, SummaryEvent):
+            made = sorted(journal.nested_repositories() - known)
+            known.update(made)
+            if made:
+                names = ", ".join(shown(m) + "/" for m in made[:MAX_NAMED_REPOSITORIES])
+                more = f" and {len(made) - MAX_NAMED_REPOSITORIES} more" if len(made) > MAX_NAMED_REPOSITORIES else ""
+                sink(NoticeEvent(level="warning", text=(
+                    f"the agent made a git repository in {names}{more}: git run there (a git-aware shell prompt "
+                    "does on cd) follows its .git/config, which can run programs; check or remove its .git first"
+                )))
+        sink(event)
 
     return emit
 
@@ -126,6 +151,7 @@ def open_workspace(
     journal.snapshot("start")
     journal_notices = journal.take_notices()
     sink = locked_sink(sink)
+    session_sink = naming_new_repositories(sink, journal)
     read_state = ReadState()
     watcher: RepoWatcher | None = None
     notices = [sandbox_status]
@@ -145,7 +171,7 @@ def open_workspace(
         notices.append(watcher.start())
         runner = WatchedRunner(runner, watcher)
     session = AgentSession(
-        model, root, policy=policy, approver=approver, runner=runner, sink=sink, limits=limits,
+        model, root, policy=policy, approver=approver, runner=runner, sink=session_sink, limits=limits,
         read_state=read_state, on_applied=watcher.agent_wrote if watcher else None, reasoning=reasoning,
     )
     session_box.append(session)

@@ -7,6 +7,7 @@ ribbit did not hang, its memory stayed bounded.
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import shutil
@@ -532,3 +533,33 @@ def test_a_submodule_folder_missing_at_the_start_gets_no_git_from_a_command(repo
     assert outputs[1].startswith(".git\n") and "Exit code" in outputs[1]
     assert (repo / "lib").is_dir() and not os.path.lexists(repo / "lib" / ".git")
 
+
+# -- a repository the agent makes: the user's git-aware prompt would run its config on `cd` -----------
+
+
+def test_a_repository_the_agent_made_is_named_at_the_end_of_the_task(repo: Path, tmp_path: Path) -> None:
+    """`ribbit run`'s stderr and the notice channel the TUI shows name the agent's new repositories,
+    not the user's own nested one, and only once."""
+    (repo / "own").mkdir()
+    git(repo / "own", "init", "-q")
+    (repo / "own" / "f").write_text("f\n")
+    plant = "git init -q deep/er/evil && git -C deep/er/evil config core.fsmonitor 'touch /var/tmp/x; echo'"
+    replay = tmp_path / "r.jsonl"
+    replay.write_text("".join(json.dumps({"text": t}) + "\n" for t in (xml_call("Bash", command=plant), "done")))
+    root = Path(__file__).resolve().parents[2]
+    run = subprocess.run(
+        [sys.executable, "-m", "app.cli", "run", "x", "--repo", str(repo), "--model", f"replay:{replay}", "--mode", "full-auto"],
+        capture_output=True, text=True, cwd=root, timeout=180,
+    )
+    assert run.returncode == 0, run.stderr
+    named = [line for line in run.stderr.splitlines() if "made a git repository" in line]
+    assert len(named) == 1 and named[0].startswith("ribbit: warning:") and "deep/er/evil/" in named[0]
+    assert "own/" not in named[0]
+    assert (repo / "deep" / "er" / "evil" / ".git" / "config").is_file()  # named, left for the user to judge
+
+    # In a session (what the TUI's transcript shows): named after the task that made it, not again after the next.
+    workspace, recorder, _ = session(repo, tmp_path, xml_call("Bash", command="git init -q two"), "done")
+    notices = [e.text for e in recorder.of_type("notice") if "made a git repository" in e.text]  # type: ignore[attr-defined]
+    assert notices == [notices[0]] and "two/" in notices[0] and "deep/er/evil" not in notices[0]
+    workspace.session.run("again")
+    assert len([e for e in recorder.of_type("notice") if "made a git repository" in e.text]) == 1  # type: ignore[attr-defined]
