@@ -205,6 +205,11 @@ class Journal:
             self._notices.append(f"journal: {label} was not recorded, so undo cannot take it back ({exc})")
         return self.take_notices()
 
+    def nested_repositories(self) -> set[str]:
+        """Folders holding their own `.git` (other repositories, not submodules) at the last snapshot,
+        relative to the root."""
+        return {self._worktree._display(rel) for rel in self._worktree.nested if self._worktree._in_scope(rel)}
+
     def take_notices(self) -> list[str]:
         """One-line notices for the user since the last call (paths left out, steps not recorded)."""
         notices, self._notices = self._worktree.take_notices() + self._notices, []

@@ -131,6 +131,8 @@ class LocalRunner:
         self.root = root.resolve()
         self.settings = settings or SandboxSettings()
         self.writable_runs = 0  # commands that could change the repository (the journal snapshots after them)
+        # A submodule's `.git` is a work-tree path: guarded as its state was when the session started.
+        self.submodules = read_submodules(self.root)
 
     def close(self) -> None:
         """Nothing to clean up: no scratch folder (kept for callers that close every runner)."""
@@ -168,6 +170,9 @@ class LocalRunner:
             with self.prepared(access):
                 argv = self.wrap(["bash", "-c", script], cwd, access)
                 capture, exit_code, timed_out, cancelled = self._execute(argv, cwd, timeout, cancel, cwd_write)
+            if access == "read-write":
+                for line in put_back_submodule_gits(self.submodules, self.root):
+                    capture.feed(("\n" + line).encode())
             os.close(cwd_write)
             cwd_write = -1
             final_cwd = _read_cwd(cwd_read)
@@ -270,6 +275,7 @@ class SandboxView:
     exposed: list[Path]
     sockets: list[Path]
     git_protected: list[Path]
+    pinned: list[Path]  # mount points, so they cannot be renamed or removed: submodule folders and their parents
     tmp_bytes: int | None  # None: bubblewrap older than 0.7 cannot cap a tmpfs; /tmp is a folder on disk
     shm_bytes: int | None
 
@@ -298,24 +304,29 @@ class BwrapRunner(LocalRunner):
     @contextmanager
     def prepared(self, access: Access) -> Iterator[None]:
         """In a writable repository with no `.git`, an empty read-only `.git` is mounted while the command
-        runs, so it cannot create a repository that ribbit or the user's next `git` would trust.
-        bwrap needs a mount point: ribbit makes an empty folder and removes it right after."""
-        made = None
-        dot_git = self.root / ".git"
-        if access == "read-write" and not os.path.lexists(dot_git):
-            try:
-                os.mkdir(dot_git, GIT_MOUNT_POINT_MODE)
-                made = os.lstat(dot_git)
-            except OSError:
-                made = None  # the command cannot make it either (same user, fewer rights)
+        runs, so it cannot create a repository that ribbit or the user's next `git` would trust; the same
+        for a submodule folder with no `.git` (not initialised). bwrap needs a mount point: ribbit makes
+        an empty folder and removes it right after."""
+        made: list[tuple[Path, os.stat_result]] = []
+        if access == "read-write":
+            folders = [self.root, *(s.folder for s in self.submodules if _real_folder(s.folder, self.root))]
+            for folder in folders:
+                dot_git = folder / ".git"
+                if os.path.lexists(dot_git):
+                    continue
+                try:
+                    os.mkdir(dot_git, GIT_MOUNT_POINT_MODE)
+                    made.append((dot_git, os.lstat(dot_git)))
+                except OSError:
+                    pass  # the command cannot make it either (same user, fewer rights)
         if self._disk_tmp is not None:
             for sub in ("tmp", "shm"):
                 (self._disk_tmp / sub).mkdir(mode=0o700, exist_ok=True)
         try:
             yield
         finally:
-            if made is not None:
-                _remove_git_mount_point(dot_git, made)
+            for dot_git, info in made:
+                _remove_git_mount_point(dot_git, info)
             if self._disk_tmp is not None:
                 for sub in ("tmp", "shm"):
                     shutil.rmtree(self._disk_tmp / sub, ignore_errors=True)  # never follows a link
@@ -339,11 +350,16 @@ class BwrapRunner(LocalRunner):
         # A mask under another one is needed only where a bind in between shows the path again.
         hidden = [p for p in hidden if _visible(p, hidden, binds, below=True)]
         sockets = [s for s in host_socket_paths() if shown(s) and _visible(s, hidden, binds)]
+        git_protected = git_paths_to_protect(self.root)
+        pinned: list[Path] = []
         if access == "read-only":
             writable = []
+        else:
+            pinned, submodule_gits = submodule_mounts(self.submodules, self.root)
+            git_protected += submodule_gits
         return SandboxView(
             root=self.root, access=access, writable=writable, hidden=hidden, exposed=exposed, sockets=sockets,
-            git_protected=git_paths_to_protect(self.root),
+            git_protected=git_protected, pinned=pinned,
             tmp_bytes=None if self._disk_tmp else self.settings.tmp_bytes,
             shm_bytes=None if self._disk_tmp else self.settings.shm_bytes,
         )
@@ -377,6 +393,7 @@ class BwrapRunner(LocalRunner):
         root_op = "--bind" if access == "read-write" else "--ro-bind"
         mounts.append(Mount(root_op, self.root, src=self.root))
         mounts += [Mount("--bind", p, src=p) for p in view.writable if p != self.root]
+        mounts += [Mount("--bind", p, src=p) for p in view.pinned]
         mounts += [Mount("--ro-bind", p, src=p) for p in view.git_protected]
         mounts += [Mount("--ro-bind", s, src=Path("/dev/null")) for s in view.sockets]
         # Parents before children, so a later mount lands on top of (not under) an earlier one.
@@ -477,6 +494,161 @@ def _remove_git_mount_point(path: Path, made: os.stat_result | None = None) -> N
                 raise
 
 
+# -- submodules ---------------------------------------------------------------------------------------
+# A submodule's `.git` (a gitfile, or nothing where it is not initialised) is an ordinary work-tree path,
+# yet the user's next `git status` in the repository enters the submodule and runs whatever config that
+# `.git` leads to (core.fsmonitor...). So, in every command that can write: each submodule folder and its
+# parents inside the root are mount points (rename and rmdir fail: EBUSY), its `.git` is read-only (or an
+# empty read-only mount point where there is none). What a mount cannot cover (a folder missing or behind
+# a link, a `.git` that is a link, no bubblewrap) is checked after the command and put back.
+
+MAX_SUBMODULES = 1000
+MAX_SUBMODULE_DEPTH = 8
+GITFILE_LIMIT = 4096
+GITLINK_MODE = "160000"
+
+
+@dataclass(frozen=True)
+class Submodule:
+    """A gitlink of the user's index (or of a submodule's own), and its `.git` as the session found it."""
+
+    folder: Path
+    start: tuple[str, object] | None  # _dot_git_state at session start; None: there was no `.git`
+
+
+def read_submodules(root: Path) -> list[Submodule]:
+    """The gitlinks (mode 160000) inside `root`, nested ones included, read once through gitcmd.
+    Only the index is read: nothing a submodule's config names runs."""
+    from agent.gitcmd import GitError, GitRepo, find_repository, session_repo
+
+    try:
+        repo = session_repo(root) or find_repository(root)
+    except GitError:
+        return []
+    folders: list[Path] = []
+    queue: list[tuple[GitRepo, int]] = [(repo, 0)] if repo is not None else []
+    while queue and len(folders) < MAX_SUBMODULES:
+        current, depth = queue.pop()
+        try:
+            listing = os.fsdecode(current.out("ls-files", "-s", "-z", env={"GIT_LITERAL_PATHSPECS": "1"}))
+        except GitError:
+            continue
+        for entry in listing.split("\0"):
+            meta, _, rel = entry.partition("\t")
+            if meta.split(" ")[0] != GITLINK_MODE or not rel or ".." in rel.split("/"):
+                continue
+            folder = current.work_tree / rel
+            if not folder.is_relative_to(root) or folder == root or folder in folders:
+                continue  # outside the root everything is read-only already
+            folders.append(folder)
+            gitdir = _submodule_git_dir(folder)
+            if gitdir is not None and depth + 1 < MAX_SUBMODULE_DEPTH:
+                # `ls-files -s` reads the index only (no filter, hook or fsmonitor runs; those are
+                # overridden anyway): the parent's overrides spare a `config --list` per submodule.
+                queue.append((GitRepo(git_dir=gitdir, work_tree=folder, _overrides=current.overrides()), depth + 1))
+    out = []
+    for folder in folders[:MAX_SUBMODULES]:
+        _remove_git_mount_point(folder / ".git")  # left by a ribbit killed while a command ran
+        out.append(Submodule(folder=folder, start=_dot_git_state(folder / ".git")))
+    return out
+
+
+def _submodule_git_dir(folder: Path) -> Path | None:
+    dot_git = folder / ".git"
+    try:
+        info = os.lstat(dot_git)
+    except OSError:
+        return None
+    target = dot_git if stat.S_ISDIR(info.st_mode) else _gitfile_target(dot_git, folder)
+    return target if target is not None and target.is_dir() else None
+
+
+def _dot_git_state(dot_git: Path) -> tuple[str, object] | None:
+    """What a `.git` is, enough to see it replaced: a folder's identity, a gitfile's bytes, a link's target."""
+    try:
+        info = os.lstat(dot_git)
+        if stat.S_ISLNK(info.st_mode):
+            return ("link", os.readlink(dot_git))
+        if stat.S_ISREG(info.st_mode) and info.st_size <= GITFILE_LIMIT:
+            fd = os.open(dot_git, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            try:
+                return ("file", os.read(fd, GITFILE_LIMIT + 1))
+            finally:
+                os.close(fd)
+        return (stat.filemode(info.st_mode)[0], (info.st_dev, info.st_ino))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return ("unreadable", exc.errno)
+
+
+def _real_folder(path: Path, root: Path) -> bool:
+    """`path` and every folder between it and `root` are folders, not links (a mount must not follow one)."""
+    here = path
+    while here != root:
+        try:
+            if not stat.S_ISDIR(os.lstat(here).st_mode):
+                return False
+        except OSError:
+            return False
+        here = here.parent
+    return True
+
+
+def submodule_mounts(submodules: list[Submodule], root: Path) -> tuple[list[Path], list[Path]]:
+    """(folders to pin as mount points, `.git` paths to mount read-only) for one writable command."""
+    pinned: dict[Path, None] = {}
+    gits: list[Path] = []
+    for sub in submodules:
+        if not _real_folder(sub.folder, root):
+            continue  # missing or behind a link: checked after the command instead
+        here = sub.folder
+        while here != root:
+            pinned[here] = None
+            here = here.parent
+        dot_git = sub.folder / ".git"
+        try:
+            if not stat.S_ISLNK(os.lstat(dot_git).st_mode):
+                gits.append(dot_git)
+        except OSError:
+            pass  # no mount point could be made: checked after the command
+    return list(pinned), gits
+
+
+def put_back_submodule_gits(submodules: list[Submodule], root: Path) -> list[str]:
+    """After a writable command: remove any submodule `.git` that is not the one the session started
+    with (never following a link) and restore a gitfile's bytes. One `Error:` line for the model each."""
+    from agent.apply import remove_tree
+
+    lines = []
+    for sub in submodules:
+        dot_git = sub.folder / ".git"
+        if _dot_git_state(dot_git) == sub.start:
+            continue
+        rel = dot_git.relative_to(root).as_posix()
+        try:
+            if not _real_folder(sub.folder, root):
+                raise OSError(errno.ENOTDIR, "the submodule folder is not a folder now")
+            if sub.start is None or sub.start[0] == "file":
+                remove_tree(dot_git)
+            if sub.start is not None and sub.start[0] == "file":
+                fd = os.open(dot_git, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+                try:
+                    os.write(fd, sub.start[1])  # type: ignore[arg-type]
+                finally:
+                    os.close(fd)
+            elif sub.start is not None:
+                raise OSError(errno.EEXIST, "a folder or link cannot be put back")
+        except OSError as exc:
+            lines.append(f"Error: {rel} (a submodule's git link) was changed and ribbit could not put it back "
+                         f"({exc.strerror}): do not run git in this repository until the user checks it.")
+            continue
+        done = "removed it" if sub.start is None else "put it back as it was"
+        lines.append(f"Error: {rel} belongs to a submodule and may not be changed (git would run its config "
+                     f"at the user's next `git status`): ribbit {done}.")
+    return lines
+
+
 def _visible(path: Path, hidden: list[Path], binds: list[Path], below: bool = False) -> bool:
     """Whether the host's `path` shows in the sandbox: the innermost mount above it decides (a bind shows,
     a mask hides; a bind at the same depth is mounted later and wins). `below`: ignore a mask at `path` itself."""
@@ -542,6 +714,9 @@ class SandboxExecRunner(LocalRunner):
                 rules.append(f"(allow file-write* (subpath {_seatbelt_string(expand(extra, home).resolve())}))\n")
         # Seatbelt matches paths, so `.git` is protected whether or not it exists yet.
         rules.append('(deny file-write* (subpath (param "GITDIR")) (literal (param "GITDIR")))\n(deny network*)\n')
+        for sub in self.submodules:  # by path: a moved-away folder's replacement is covered too
+            git_path = _seatbelt_string(sub.folder.resolve() / ".git")
+            rules.append(f"(deny file-write* (subpath {git_path}) (literal {git_path}))\n")
         return "".join(rules)
 
     def wrap(self, argv: list[str], cwd: Path, access: Access) -> list[str]:

@@ -85,6 +85,7 @@ class WorkTreeIndex:
         self._left_out: set[str] = set()  # paths already named in a notice
         self._notices: list[str] = []
         self._tree: str | None = None  # the tree the index held when last written
+        self.nested: set[str] = set()  # folders holding their own `.git` (not submodules) at the last scan
 
     def tree_now(self) -> str:
         """The tree object of the work tree as it is now (scope only; the rest as in the user's index)."""
@@ -127,10 +128,12 @@ class WorkTreeIndex:
                 nested.append(rel.rstrip("/"))
             elif not rel.endswith(TEMP_SUFFIX):  # ribbit's own half-written files (swept at start)
                 candidates.add(rel)
+        self.nested = set()
         for folder in nested:
             seeded = self._seed.get(folder)
             if seeded is not None and seeded[0].mode == "160000":
                 continue  # a submodule: recorded as the gitlink it is
+            self.nested.add(folder)
             files, trouble = _walk_nested(top_fd, folder)
             candidates.update(f for f in files if not f.endswith(TEMP_SUFFIX))
             problems.extend(trouble)

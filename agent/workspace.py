@@ -12,6 +12,7 @@ from agent.apply import read_regular
 from agent.approvals import MODES, AllowList, ApprovalPolicy, Approver, Mode
 from agent.diffs import unified_diff
 from agent.events import AgentEvent, EventSink, ExternalChangeEvent, NoticeEvent, SummaryEvent
+from agent.gitcmd import shown
 from agent.journal import Journal, JournalError, UndoResult, project_key, state_home
 from agent.loop import AgentSession, Limits, Notes
 from agent.readstate import ReadState
@@ -74,6 +75,30 @@ def locked_sink(sink: EventSink) -> EventSink:
     def emit(event: AgentEvent) -> None:
         with lock:
             sink(event)
+
+    return emit
+
+
+MAX_NAMED_REPOSITORIES = 5
+
+
+def naming_new_repositories(sink: EventSink, journal: Journal) -> EventSink:
+    """At the end of each task, a warning naming the git repositories the agent made (`sub/.git`):
+    the user's git-aware shell prompt runs their config (core.fsmonitor...) on `cd sub`."""
+    known = journal.nested_repositories()  # the user's own, from the start snapshot
+
+    def emit(event: AgentEvent) -> None:
+        if isinstance(event, SummaryEvent):
+            made = sorted(journal.nested_repositories() - known)
+            known.update(made)
+            if made:
+                names = ", ".join(shown(m) + "/" for m in made[:MAX_NAMED_REPOSITORIES])
+                more = f" and {len(made) - MAX_NAMED_REPOSITORIES} more" if len(made) > MAX_NAMED_REPOSITORIES else ""
+                sink(NoticeEvent(level="warning", text=(
+                    f"the agent made a git repository in {names}{more}: git run there (a git-aware shell prompt "
+                    "does on cd) follows its .git/config, which can run programs; check or remove its .git first"
+                )))
+        sink(event)
 
     return emit
 
@@ -234,6 +259,7 @@ def open_workspace(
     journal.snapshot("start")
     journal_notices = journal.take_notices()
     sink = locked_sink(sink)
+    session_sink = naming_new_repositories(sink, journal)
     read_state = ReadState()
     watcher: RepoWatcher | None = None
     notices = [SetupNotice(sandbox_status, live=not runner.sandboxed and not no_sandbox)]
@@ -253,7 +279,7 @@ def open_workspace(
         runner = WatchedRunner(runner, watcher)
     notices += [SetupNotice(line, live=True) for line in journal_notices]  # paths the start snapshot could not record
     session = AgentSession(
-        model, root, policy=policy, approver=approver, runner=runner, sink=sink, limits=limits,
+        model, root, policy=policy, approver=approver, runner=runner, sink=session_sink, limits=limits,
         read_state=read_state, write_observer=watcher, reasoning=reasoning,
         notes=notes, after_step=snapshot_changes(journal, base_runner, watcher, sink),
     )

@@ -6,7 +6,7 @@
 2. The per-command layout work alone (hidden paths, the host socket table, the env allow-list).
 3. Peak RSS of a `ribbit run` process whose command prints 2 GB, against one that prints one line.
 
-    python -m bench.sandbox [--rounds 40] [--baseline /path/to/old/agent/sandbox.py]
+    python -m bench.sandbox [--rounds 40] [--submodules 3] [--baseline /path/to/old/agent/sandbox.py]
 
 Prints figures; asserts nothing.
 """
@@ -94,17 +94,36 @@ def flood_memory(root: Path) -> None:
           f"(+{(big - small) / 1024:.0f} MiB)")
 
 
+def add_submodules(root: Path, tmp: Path, count: int) -> None:
+    """`count` one-file submodules under vendor/ (initialised), committed."""
+    if count == 0:
+        return
+    source = tmp / "lib"
+    source.mkdir()
+    who = ["-c", "user.name=b", "-c", "user.email=b@b"]
+    subprocess.run(["git", "init", "-q", str(source)], check=True)
+    (source / "a").write_text("a\n")
+    subprocess.run(["git", "-C", str(source), "add", "a"], check=True)
+    subprocess.run(["git", "-C", str(source), *who, "commit", "-qm", "a"], check=True)
+    for n in range(count):
+        subprocess.run(["git", "-C", str(root), "-c", "protocol.file.allow=always", "submodule", "add", "-q",
+                        str(source), f"vendor/lib{n}"], check=True)
+    subprocess.run(["git", "-C", str(root), *who, "commit", "-qm", "submodules"], check=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--baseline", type=Path, help="another checkout's agent/sandbox.py to compare with")
     parser.add_argument("--no-flood", action="store_true", help="skip the 2 GB output figure")
+    parser.add_argument("--submodules", type=int, default=0, help="submodules in the test repository (vendor/libN)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
         root = Path(tmp) / "repo"
         root.mkdir()
         subprocess.run(["git", "init", "-q", str(root)], check=True)
         (root / "a.py").write_text("x = 1\n")
+        add_submodules(root, Path(tmp), args.submodules)
         per_command(root, args.rounds, args.baseline)
         if not args.no_flood:
             flood_memory(root)

@@ -7,8 +7,10 @@ ribbit did not hang, its memory stayed bounded.
 
 from __future__ import annotations
 
+import json
 import os
 import resource
+import shutil
 import stat
 import subprocess
 import sys
@@ -444,3 +446,120 @@ def test_a_command_still_running_when_ribbit_is_asked_to_stop_leaves_no_mount_po
     result = runner.run("sleep 60", folder, 120, cancel)
     timer.cancel()
     assert result.cancelled and not os.path.lexists(folder / ".git")
+
+
+# -- a submodule's .git: replaced, the user's next `git status` would run the agent's program ---------
+
+
+@pytest.mark.parametrize("initialised", [True, False])
+def test_a_submodules_git_cannot_be_replaced_to_run_a_program_at_the_users_next_git_status(
+    repo: Path, tmp_path: Path, initialised: bool,
+) -> None:
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    git(lib, "init", "-q"); (lib / "a").write_text("a\n"); git(lib, "add", "a")
+    git(lib, "-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qm", "a")
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib), "lib")
+    git(repo, "commit", "-qm", "submodule")
+    if not initialised:
+        shutil.rmtree(repo / "lib"); (repo / "lib").mkdir()
+    with host_folder("ribbit-marker-") as markers:
+        marker = markers / "PWNED"
+        plant = (
+            f"mkdir lib/evil && cp -r {repo}/.git/modules/lib/. lib/evil/ && git config -f lib/evil/config --unset core.worktree"
+            f" && git config -f lib/evil/config core.fsmonitor 'touch {marker}; echo' && echo 'gitdir: evil' > lib/.git"
+            if initialised else f"cd lib && git init -q && git config core.fsmonitor 'touch {marker}; echo'"
+        )
+        for command in (plant, f"mv lib lib2 && mkdir lib && cd lib && git init -q && git config core.fsmonitor 'touch {marker}; echo'"):
+            session(repo, tmp_path, xml_call("Bash", command=command), "done")
+            subprocess.run(["git", "status"], cwd=repo, capture_output=True)  # what the user does next
+            assert not marker.exists()
+            # Prevented, not cleaned up after: the submodule and its `.git` are where and what they were.
+            assert not (repo / "lib2").exists() and (repo / "lib").is_dir()
+            assert (repo / "lib" / ".git").read_text() == "gitdir: ../.git/modules/lib\n" if initialised \
+                else not os.path.lexists(repo / "lib" / ".git")
+
+
+def _submodule(repo: Path, tmp_path: Path, path: str, name: str = "lib") -> None:
+    """A one-file repository added to `repo` as a submodule at `path`, committed."""
+    source = tmp_path / f"source-{name}"
+    if not source.exists():
+        source.mkdir()
+        git(source, "init", "-q"); (source / "a").write_text("a\n"); git(source, "add", "a")
+        git(source, "-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qm", "a")
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(source), path)
+    git(repo, "-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qm", f"submodule {path}")
+
+
+def test_a_nested_submodule_and_the_folders_above_it_are_guarded_too(repo: Path, tmp_path: Path) -> None:
+    """vendor/lib is a submodule holding its own submodule `inner`: moving `vendor` away (then making a
+    new vendor/lib/.git) or replacing vendor/lib/inner/.git would plant a repository git enters."""
+    _submodule(repo, tmp_path, "vendor/lib")
+    _submodule(repo / "vendor" / "lib", tmp_path, "inner", name="inner")
+    inner_git = repo / "vendor" / "lib" / "inner" / ".git"
+    before = inner_git.read_bytes()
+    with host_folder("ribbit-marker-") as markers:
+        marker = markers / "PWNED"
+        evil = f"git init -q evil && git -C evil config core.fsmonitor 'touch {marker}; echo'"
+        commands = [
+            f"{evil} && echo 'gitdir: ../../../evil/.git' > vendor/lib/inner/.git",
+            f"mv vendor v2; mv vendor/lib/inner/.git y; rm -rf vendor/lib/inner; {evil}2 && mv evil2/.git vendor/lib/inner/.git",
+        ]
+        workspace, recorder, _ = session(repo, tmp_path, *[xml_call("Bash", command=c) for c in commands], "done")
+        outputs = tool_outputs(recorder)
+        subprocess.run(["git", "status"], cwd=repo, capture_output=True)
+        subprocess.run(["git", "status"], cwd=repo / "vendor" / "lib", capture_output=True)
+        assert not marker.exists()
+    assert "Read-only file system" in outputs[0] and "Device or resource busy" in outputs[1]
+    assert inner_git.read_bytes() == before and not (repo / "v2").exists()  # (mv copies a mount point it cannot move)
+
+
+def test_a_submodule_folder_missing_at_the_start_gets_no_git_from_a_command(repo: Path, tmp_path: Path) -> None:
+    """Nothing to mount when the folder is not there: the `.git` a command makes there is removed after it,
+    and the model is told."""
+    _submodule(repo, tmp_path, "lib")
+    shutil.rmtree(repo / "lib")
+    with host_folder("ribbit-marker-") as markers:
+        marker = markers / "PWNED"
+        commands = [
+            f"mkdir lib && git init -q lib && git -C lib config core.fsmonitor 'touch {marker}; echo'",
+            "ls -A lib; git init -q lib",  # the folder exists now: an empty read-only `.git` while it runs
+        ]
+        workspace, recorder, _ = session(repo, tmp_path, *[xml_call("Bash", command=c) for c in commands], "done")
+        subprocess.run(["git", "status"], cwd=repo, capture_output=True)
+        assert not marker.exists()
+    outputs = tool_outputs(recorder)
+    assert "Error: lib/.git belongs to a submodule" in outputs[0] and "removed it" in outputs[0]
+    assert outputs[1].startswith(".git\n") and "Exit code" in outputs[1]
+    assert (repo / "lib").is_dir() and not os.path.lexists(repo / "lib" / ".git")
+
+
+# -- a repository the agent makes: the user's git-aware prompt would run its config on `cd` -----------
+
+
+def test_a_repository_the_agent_made_is_named_at_the_end_of_the_task(repo: Path, tmp_path: Path) -> None:
+    """`ribbit run`'s stderr and the notice channel the TUI shows name the agent's new repositories,
+    not the user's own nested one, and only once."""
+    (repo / "own").mkdir()
+    git(repo / "own", "init", "-q")
+    (repo / "own" / "f").write_text("f\n")
+    plant = "git init -q deep/er/evil && git -C deep/er/evil config core.fsmonitor 'touch /var/tmp/x; echo'"
+    replay = tmp_path / "r.jsonl"
+    replay.write_text("".join(json.dumps({"text": t}) + "\n" for t in (xml_call("Bash", command=plant), "done")))
+    root = Path(__file__).resolve().parents[2]
+    run = subprocess.run(
+        [sys.executable, "-m", "app.cli", "run", "x", "--repo", str(repo), "--model", f"replay:{replay}", "--mode", "full-auto"],
+        capture_output=True, text=True, cwd=root, timeout=180,
+    )
+    assert run.returncode == 0, run.stderr
+    named = [line for line in run.stderr.splitlines() if "made a git repository" in line]
+    assert len(named) == 1 and named[0].startswith("ribbit: warning:") and "deep/er/evil/" in named[0]
+    assert "own/" not in named[0]
+    assert (repo / "deep" / "er" / "evil" / ".git" / "config").is_file()  # named, left for the user to judge
+
+    # In a session (what the TUI's transcript shows): named after the task that made it, not again after the next.
+    workspace, recorder, _ = session(repo, tmp_path, xml_call("Bash", command="git init -q two"), "done")
+    notices = [e.text for e in recorder.of_type("notice") if "made a git repository" in e.text]  # type: ignore[attr-defined]
+    assert notices == [notices[0]] and "two/" in notices[0] and "deep/er/evil" not in notices[0]
+    workspace.session.run("again")
+    assert len([e for e in recorder.of_type("notice") if "made a git repository" in e.text]) == 1  # type: ignore[attr-defined]
