@@ -21,12 +21,14 @@ from agent.events import (
     TextDelta, ToolCallEvent, ToolResultEvent, TurnStarted, UsageEvent,
 )
 from agent.instructions import MAX_TOTAL_BYTES, ProjectInstructions, load_instructions
+from agent.output_budget import OutputBudget, budget_for, model_token_counter
 from agent.parsers import ParsedTurn, StreamSplitter, parser_for
 from agent.parsers.base import call_problem
 from agent.prompt import system_prompt
 from agent.readstate import ReadState
 from agent.repeats import RepeatDetector
 from agent.sandbox import CommandRunner
+from agent.saved_outputs import SavedOutputs
 from agent.tools import Tool, ToolContext, ToolError, default_tools
 from agent.unicode_text import valid_unicode
 from models.base import (
@@ -41,6 +43,8 @@ class Limits(BaseModel):
     max_steps: int = 150
     context: int = 131_072
     turn_tokens: int = 8192
+    # Tokens one tool result may take (--tool-output-tokens); None: sized by the model's prompt speed.
+    tool_output_tokens: int | None = None
 
 
 class StopRun(Exception):
@@ -88,6 +92,7 @@ class AgentSession:
         after_step: Callable[[int, list[ToolCall]], None] | None = None,
         reasoning: bool | None = None,
         instructions: ProjectInstructions | None = None,
+        outputs: SavedOutputs | None = None,
     ) -> None:
         self.model = model
         self.root = root.resolve()
@@ -104,7 +109,7 @@ class AgentSession:
         self.cancel_event = threading.Event()
         self.ctx = ToolContext(
             root=self.root, read_state=self.read_state, changes=self.changes, runner=runner,
-            cancel=self.cancel_event,
+            cancel=self.cancel_event, outputs=outputs,
         )
         self.after_step = after_step or (lambda step, calls: None)
         self.messages: list[ChatMessage] = []
@@ -276,8 +281,18 @@ class AgentSession:
             parsed = self.parser.parse(turn.text, self._opens_reasoning)
         return screened(parsed)
 
+    def output_budget(self) -> OutputBudget:
+        """Tokens the next tool result may take: what the model reads in a set time at its measured
+        prompt speed (agent.output_budget), or --tool-output-tokens."""
+        info = self.model.info
+        return budget_for(
+            info.prompt_tokens_per_s, min(self.limits.context, info.context_length or self.limits.context),
+            self.limits.tool_output_tokens, model_token_counter(self.model),
+        )
+
     def execute(self, calls: list[ToolCall]) -> None:
         results: list[ChatMessage] = []
+        self.ctx.budget = self.output_budget()
         for call in calls:
             self.sink(ToolCallEvent(call=call))
             if self.cancel_event.is_set():

@@ -14,6 +14,7 @@ from agent.loop import AgentSession, Limits
 from agent.readstate import ReadState
 from agent.sandbox import CommandRunner, LocalRunner, make_runner, sandbox_available
 from agent.sandbox_config import SandboxConfigError, load_settings
+from agent.saved_outputs import SavedOutputs
 from agent.watcher import ExternalChange, RepoWatcher, WatchedRunner
 from models.base import ChatModel
 from models.chat import ToolCall
@@ -74,6 +75,7 @@ class Workspace:
     sandbox_status: str = ""
     watch_status: str = ""
     notices: list[str] = field(default_factory=list)
+    outputs: SavedOutputs | None = None
 
     def patch(self) -> str:
         return self.journal.patch()
@@ -90,6 +92,8 @@ class Workspace:
         close = getattr(self.runner, "close", None)
         if callable(close):
             close()
+        if self.outputs is not None:
+            self.outputs.close()
 
 
 def open_workspace(
@@ -144,9 +148,11 @@ def open_workspace(
         watcher = RepoWatcher(root, on_external, is_ignored=journal.ignored)
         notices.append(watcher.start())
         runner = WatchedRunner(runner, watcher)
+    outputs = SavedOutputs()  # cut Bash outputs, for Read to page through (outside the repository)
     session = AgentSession(
         model, root, policy=policy, approver=approver, runner=runner, sink=sink, limits=limits,
         read_state=read_state, on_applied=watcher.agent_wrote if watcher else None, reasoning=reasoning,
+        outputs=outputs,
     )
     session_box.append(session)
 
@@ -174,5 +180,5 @@ def open_workspace(
         sink(NoticeEvent(level="warning", text=line))
     return Workspace(
         session=session, journal=journal, runner=runner, watcher=watcher, sandbox_status=sandbox_status,
-        watch_status=watcher.message if watcher else "", notices=notices,
+        watch_status=watcher.message if watcher else "", notices=notices, outputs=outputs,
     )

@@ -347,6 +347,11 @@ class LlamaCppModel:
     def context_used(self) -> int:
         return self.llm.n_tokens + len(self._pending)
 
+    def count_tokens(self, text: str) -> int:
+        """Tokens `text` takes as message text (sizing tool results, agent.output_budget); vocabulary only,
+        so safe between turns."""
+        return len(self.llm.tokenize(text.encode("utf-8", "surrogatepass"), add_bos=False, special=False)) if text else 0
+
     def close(self) -> None:
         self.snapshots.clear()
         self.llm.close()

@@ -13,11 +13,14 @@ from pydantic import BaseModel, ConfigDict
 
 from models.chat import ToolSpec
 
+from agent.output_budget import OutputBudget
+
 if TYPE_CHECKING:
     from agent.approvals import ApprovalDesk
     from agent.changes import ChangeGate
     from agent.readstate import ReadState
     from agent.sandbox import CommandRunner
+    from agent.saved_outputs import SavedOutputs
 
 
 class ToolError(Exception):
@@ -48,6 +51,10 @@ class ToolContext:
     # Where tools other than Write/Edit ask the user (Bash); by default the same policy, approver and
     # event sink as the edit gate.
     approvals: ApprovalDesk | None = None
+    # Tokens one result may take (agent.output_budget; the loop sets it before each call) and where a
+    # cut Bash output is saved for Read to page through (None: not saved).
+    budget: OutputBudget = field(default_factory=OutputBudget)
+    outputs: SavedOutputs | None = None
 
     def __post_init__(self) -> None:
         if self.cwd == Path():
