@@ -79,6 +79,7 @@ class LlamaRuntime:
         self.metadata: dict[str, str] = self._model.metadata()
         self._n_vocab = self._model.n_vocab()
         self.mtp: MtpContext | None = None
+        self._pieces: dict[int, bytes] = {}  # token -> its text with special tokens as text (piece())
 
     def _context_params(self, n_ctx: int, n_batch: int, n_threads: int, flash_attn: bool, type_kv: int, n_rs_seq: int) -> Any:
         llama_cpp = self._llama_cpp
@@ -120,6 +121,23 @@ class LlamaRuntime:
 
     def detokenize(self, tokens: Sequence[int], special: bool = False) -> bytes:
         return self._model.detokenize(list(tokens), special=special)
+
+    def piece(self, token: int) -> bytes:
+        """One token's bytes, special tokens as their text (the decode loop's detokenize, memoised: it
+        runs for every sampled token). Pieces longer than 32 bytes are read whole, which
+        llama-cpp-python's detokenize gets wrong (it slices by the negative size it is told)."""
+        found = self._pieces.get(token)
+        if found is None:
+            llama_cpp = self._llama_cpp
+            size = 64
+            while True:
+                buffer = ctypes.create_string_buffer(size)
+                n = llama_cpp.llama_token_to_piece(self._model.vocab, token, buffer, size, 0, True)
+                if n >= 0:
+                    break
+                size = -n
+            found = self._pieces[token] = buffer.raw[:n]
+        return found
 
     def set_seed(self, seed: int) -> None:
         self._seed = seed
