@@ -120,23 +120,24 @@ class LlamaRuntime:
         return self._model.tokenize(text, add_bos, special)
 
     def detokenize(self, tokens: Sequence[int], special: bool = False) -> bytes:
-        return self._model.detokenize(list(tokens), special=special)
+        return b"".join(self.piece(int(t), special) for t in tokens)
 
-    def piece(self, token: int) -> bytes:
-        """One token's bytes, special tokens as their text (the decode loop's detokenize, memoised: it
-        runs for every sampled token). Pieces longer than 32 bytes are read whole, which
-        llama-cpp-python's detokenize gets wrong (it slices by the negative size it is told)."""
-        found = self._pieces.get(token)
+    def piece(self, token: int, special: bool = True) -> bytes:
+        """One token's bytes (`special`: special tokens as their text), memoised: the decode loop asks for
+        every sampled token. Pieces longer than 32 bytes come out whole — llama-cpp-python's detokenize
+        drops them (a newline and 32 spaces of indentation is one token in SmolLM2's vocabulary)."""
+        key = token if special else ~token
+        found = self._pieces.get(key)
         if found is None:
             llama_cpp = self._llama_cpp
             size = 64
             while True:
                 buffer = ctypes.create_string_buffer(size)
-                n = llama_cpp.llama_token_to_piece(self._model.vocab, token, buffer, size, 0, True)
+                n = llama_cpp.llama_token_to_piece(self._model.vocab, token, buffer, size, 0, special)
                 if n >= 0:
                     break
                 size = -n
-            found = self._pieces[token] = buffer.raw[:n]
+            found = self._pieces[key] = buffer.raw[:n]
         return found
 
     def set_seed(self, seed: int) -> None:
