@@ -143,22 +143,29 @@ def decode_speed(path: Path, work: Path, tokens: int, rounds: int) -> dict:
     # Where the time goes: each loop's wall time inside llama_decode, so that what is left per token is
     # the loop's own work (sampling, detokenising, drafting bookkeeping, the grammar watcher).
     in_decode = [0.0]
+    stubbed = [False, False]  # [wanted for this run, on now]: llama_decode skipped, so only the loop is timed
     for ctx in (model.llm._ctx, bare._ctx):
-        ctx.decode = _timed_decode(ctx.decode, in_decode)
+        ctx.decode = _timed_decode(ctx.decode, in_decode, stubbed)
 
     def run_ribbit() -> tuple[float, float, float]:
         model.reset()
         model.snapshots.clear()
         marks = []
         request = GenerationRequest(messages=messages, tools=SPECS, max_tokens=tokens)
+        last = (0.0, 0.0)
         for chunk in model.generate(request):
             if isinstance(chunk, TextChunk):
+                last = (time.perf_counter(), time.process_time())
                 if not marks:
-                    marks.append((time.perf_counter(), time.process_time()))
+                    marks.append(last)
                     in_decode[0] = 0.0
+                    stubbed[1] = stubbed[0]
             elif isinstance(chunk, TurnEnd):
                 n = chunk.usage.completion_tokens - 1
-        wall, cpu = time.perf_counter() - marks[0][0], time.process_time() - marks[0][1]
+        # Up to the last token's text, as the bare loop stops after its last decode (the end of a turn,
+        # a /proc/stat read for the thread policy, is once a turn, not per token).
+        wall, cpu = last[0] - marks[0][0], last[1] - marks[0][1]
+        stubbed[1] = False
         return n / wall, n / cpu, (wall - in_decode[0]) / n
 
     def run_bare() -> tuple[float, float, float]:
@@ -170,6 +177,7 @@ def decode_speed(path: Path, work: Path, tokens: int, rounds: int) -> dict:
         bare.eval([token])
         wall0, cpu0 = time.perf_counter(), time.process_time()
         in_decode[0] = 0.0
+        stubbed[1] = stubbed[0]
         produced = 1
         while produced < tokens:
             token = sampler.sample(bare._ctx, -1)
@@ -179,14 +187,23 @@ def decode_speed(path: Path, work: Path, tokens: int, rounds: int) -> dict:
             bare.eval([token])
         n = produced - 1
         wall = time.perf_counter() - wall0
+        stubbed[1] = False
         return n / wall, n / (time.process_time() - cpu0), (wall - in_decode[0]) / n
 
     ribbit_rates, bare_rates = [], []
+    loop_only: dict[str, list[float]] = {"ribbit": [], "bare": []}
     try:
         for index in range(rounds):
             order = (run_ribbit, run_bare) if index % 2 == 0 else (run_bare, run_ribbit)
             for runner in order:
                 (ribbit_rates if runner is run_ribbit else bare_rates).append(runner())
+        # The loops alone: llama_decode skipped after the prompt, so each token costs only the loop's own
+        # work (the same sampled token comes back from the same logits: a steady, noise-free comparison).
+        stubbed[0] = True
+        for index in range(rounds):
+            for name, runner in ((("ribbit", run_ribbit), ("bare", run_bare)) if index % 2 == 0 else (("bare", run_bare), ("ribbit", run_ribbit))):
+                loop_only[name].append(1.0 / runner()[0])
+        stubbed[0] = False
     finally:
         model.close()
         bare.close()
@@ -198,11 +215,14 @@ def decode_speed(path: Path, work: Path, tokens: int, rounds: int) -> dict:
         "cpu_ratio": median(a[1] / b[1] for a, b in zip(ribbit_rates, bare_rates)), "threads": threads,
         "ribbit_outside_ms": median(r[2] for r in ribbit_rates) * 1000, "bare_outside_ms": median(r[2] for r in bare_rates) * 1000,
         "pairs": [(round(a[0] / b[0], 3), round(a[1] / b[1], 3)) for a, b in zip(ribbit_rates, bare_rates)],
+        "ribbit_loop_us": median(loop_only["ribbit"]) * 1e6, "bare_loop_us": median(loop_only["bare"]) * 1e6,
     }
 
 
-def _timed_decode(decode, total: list[float]):  # type: ignore[no-untyped-def]
+def _timed_decode(decode, total: list[float], stubbed: list[bool]):  # type: ignore[no-untyped-def]
     def timed(batch):  # type: ignore[no-untyped-def]
+        if stubbed[1]:
+            return None
         started = time.perf_counter()
         try:
             return decode(batch)
@@ -477,6 +497,8 @@ def report(name: str, path: Path, args: argparse.Namespace) -> None:
                 print(f"   per token outside llama_decode: ribbit {d['ribbit_outside_ms']:.3f} ms vs bare "
                       f"{d['bare_outside_ms']:.3f} ms (sampling, detokenising, bookkeeping); per-pair ratios "
                       f"(wall, CPU): {d['pairs']}")
+                print(f"   the loops alone (llama_decode skipped): ribbit {d['ribbit_loop_us']:.0f} us vs bare "
+                      f"{d['bare_loop_us']:.0f} us per token")
         if "3" in sections:
             print(f"3. time to first token after a tool result: {s['ttft_cached']:.2f} s cached vs "
                   f"{s['ttft_cold']:.2f} s with no cache ({s['cold_prompt']}-token prompt)")
