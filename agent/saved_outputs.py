@@ -150,6 +150,8 @@ class SavedOutputs:
             return None
         try:
             info = os.lstat(candidate)
+        except FileNotFoundError:
+            return candidate  # dropped under the session's cap: Read says it does not exist
         except OSError:
             return None
         return candidate if stat.S_ISREG(info.st_mode) else None

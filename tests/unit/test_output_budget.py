@@ -165,3 +165,11 @@ def test_budgeted_bash_keeps_the_contract_character_limit(tmp_path: Path, tokens
     out = call(ctx, "Bash", command="seq 1 200000")
     assert len(out) < 31_000 and out.startswith("1\n2\n") and out.endswith("200000")
     assert "lines cut" in out and estimate_tokens(out) <= tokens
+
+
+def test_a_saved_output_dropped_under_the_session_cap_is_said_to_be_gone(tmp_path: Path) -> None:
+    _, ctx = saved_ctx(tmp_path, 1000)
+    saved = Path(NOTE.search(call(ctx, "Bash", command="seq 1 100000")).group("path"))
+    saved.unlink()
+    out = call(ctx, "Read", file_path=str(saved))
+    assert out.startswith("Error:") and "does not exist" in out
