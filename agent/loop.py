@@ -32,10 +32,12 @@ from agent.events import (
     UsageEvent,
 )
 from agent.instructions import MAX_TOTAL_BYTES, ProjectInstructions, load_instructions
+from agent.output_budget import OutputBudget, budget_for, model_token_counter
 from agent.prompt import system_prompt
 from agent.readstate import ReadState
 from agent.repeats import RepeatDetector
 from agent.sandbox import CommandRunner
+from agent.saved_outputs import SavedOutputs
 from agent.screening import screened
 from agent.stream import StreamSplitter
 from agent.tools import Tool, ToolContext, ToolError, default_tools
@@ -61,6 +63,8 @@ class Limits(BaseModel):
     max_steps: int = 150
     context: int = 131_072
     turn_tokens: int = 8192
+    # Tokens one tool result may take (--tool-output-tokens); None: sized by the model's prompt speed.
+    tool_output_tokens: int | None = None
 
 
 class StopRun(Exception):
@@ -127,6 +131,7 @@ class AgentSession:
         reasoning: bool | None = None,
         instructions: ProjectInstructions | None = None,
         notes: Notes | None = None,
+        outputs: SavedOutputs | None = None,
     ) -> None:
         self.model = model
         self.root = root.resolve()
@@ -146,6 +151,7 @@ class AgentSession:
         self.tool_context = ToolContext(
             root=self.root, read_state=self.read_state, changes=self.changes, runner=runner,
             approvals=self.approvals, shell=ShellState(cwd=self.root), cancel=self.cancel_event,
+            outputs=outputs,
         )
         self.after_step = after_step or (lambda step, calls: None)
         self.messages: list[ChatMessage] = []
@@ -153,6 +159,7 @@ class AgentSession:
         self.total_steps = 0
         self._malformed_in_row = 0
         self._repeats = RepeatDetector()
+        self._budget: OutputBudget | None = None  # set per step by execute()
         self._opens_reasoning = model.info.opens_reasoning
         self.notes = notes or Notes()
         # Reasoning on / off for the next turns (None: the model's default); see set_reasoning().
@@ -324,8 +331,18 @@ class AgentSession:
             parsed = self.parser.parse(turn.text, self._opens_reasoning)
         return screened(parsed)
 
+    def output_budget(self) -> OutputBudget:
+        """Tokens the next tool result may take: what the model reads in a set time at its measured
+        prompt speed (agent.output_budget), or --tool-output-tokens."""
+        info = self.model.info
+        return budget_for(
+            info.prompt_tokens_per_s, min(self.limits.context, info.context_length or self.limits.context),
+            self.limits.tool_output_tokens, model_token_counter(self.model),
+        )
+
     def execute(self, calls: list[ToolCall]) -> None:
         results: list[ChatMessage] = []
+        self._budget = self.output_budget()  # one per step: the model's measured speed moves between steps
         for call in calls:
             self.sink(ToolCallEvent(call=call))
             if self.cancel_event.is_set():
@@ -353,7 +370,7 @@ class AgentSession:
         except ValidationError as exc:
             return "Error: " + format_validation_error(call.name, exc), True
         try:
-            return tool.run(args, self.tool_context.for_call(call.id)), False
+            return tool.run(args, self.tool_context.for_call(call.id, self._budget)), False
         except ToolError as exc:
             return f"Error: {exc}", True
         except OSError as exc:

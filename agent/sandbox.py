@@ -31,11 +31,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from agent.sandbox_config import (
     SandboxSettings, hidden_paths, exposed_inside, expand, home_dir, host_socket_paths, sandbox_env,
 )
+
+if TYPE_CHECKING:
+    from agent.saved_outputs import Spool
 
 HEAD_BYTES = 256 * 1024
 TAIL_BYTES = 256 * 1024
@@ -84,6 +87,7 @@ class CommandRunner(Protocol):
 
     def run(
         self, command: str, cwd: Path, timeout: float, cancel: threading.Event, access: Access = "read-write",
+        spool: Spool | None = None,
     ) -> CommandResult: ...
 
     def close(self) -> None:
@@ -92,15 +96,19 @@ class CommandRunner(Protocol):
 
 
 class _Capture:
-    """Keeps the head and tail of a stream so a runaway command cannot exhaust memory."""
+    """Keeps the head and tail of a stream so a runaway command cannot exhaust memory; the whole
+    stream also goes to `spool` (a file Read can page through, agent.saved_outputs) when given."""
 
-    def __init__(self) -> None:
+    def __init__(self, spool: Spool | None = None) -> None:
+        self.spool = spool
         self.head = bytearray()
         self.tail: deque[bytes] = deque()
         self.tail_size = 0
         self.dropped_lines = 0
 
     def feed(self, chunk: bytes) -> None:
+        if self.spool is not None:
+            self.spool.feed(chunk)
         room = HEAD_BYTES - len(self.head)
         if room > 0:
             self.head += chunk[:room]
@@ -153,6 +161,7 @@ class LocalRunner:
 
     def run(
         self, command: str, cwd: Path, timeout: float, cancel: threading.Event, access: Access = "read-write",
+        spool: Spool | None = None,
     ) -> CommandResult:
         if access == "read-only" and not self.sandboxed:
             raise SandboxError("cannot run a command read-only without a sandbox")
@@ -169,7 +178,7 @@ class LocalRunner:
             )
             with self.prepared(access):
                 argv = self.wrap(["bash", "-c", script], cwd, access)
-                capture, exit_code, timed_out, cancelled = self._execute(argv, cwd, timeout, cancel, cwd_write)
+                capture, exit_code, timed_out, cancelled = self._execute(argv, cwd, timeout, cancel, cwd_write, spool)
             if access == "read-write":
                 for line in put_back_submodule_gits(self.submodules, self.root):
                     capture.feed(("\n" + line).encode())
@@ -187,13 +196,14 @@ class LocalRunner:
 
     def _execute(
         self, argv: list[str], cwd: Path, timeout: float, cancel: threading.Event, cwd_write: int,
+        spool: Spool | None = None,
     ) -> tuple[_Capture, int | None, bool, bool]:
         proc = subprocess.Popen(
             argv, cwd=str(self.launch_dir(cwd)), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, start_new_session=True, env=self.environment(), pass_fds=(cwd_write,),
         )
         _RUNNING.add(proc)
-        capture = _Capture()
+        capture = _Capture(spool)
         assert proc.stdout is not None
         reader = threading.Thread(target=_pump, args=(proc.stdout, capture), daemon=True)
         reader.start()

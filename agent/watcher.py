@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 from watchdog.events import (
@@ -36,6 +37,9 @@ from watchdog.observers.polling import PollingObserverVFS
 
 from agent.apply import TEMP_SUFFIX
 from agent.sandbox import Access, CommandResult, CommandRunner
+
+if TYPE_CHECKING:
+    from agent.saved_outputs import Spool
 
 DEBOUNCE_S = 0.15  # a burst (editor save, git checkout) is reported once it has been quiet this long
 MAX_DELAY_S = 1.0  # ... or at the latest this long after its first event
@@ -378,9 +382,12 @@ class WatchedRunner:
 
     def run(
         self, command: str, cwd: Path, timeout: float, cancel: threading.Event, access: Access = "read-write",
+        spool: Spool | None = None,
     ) -> CommandResult:
         with self.watcher.agent_running():
-            return self.inner.run(command, cwd, timeout, cancel, access=access)
+            if spool is None:
+                return self.inner.run(command, cwd, timeout, cancel, access=access)
+            return self.inner.run(command, cwd, timeout, cancel, access=access, spool=spool)
 
     def close(self) -> None:
         self.inner.close()

@@ -18,6 +18,7 @@ from agent.loop import AgentSession, Limits, Notes
 from agent.readstate import ReadState
 from agent.sandbox import CommandRunner, LocalRunner, make_runner, sandbox_available
 from agent.sandbox_config import SandboxConfigError, load_settings
+from agent.saved_outputs import SavedOutputs
 from agent.watcher import ExternalChange, RepoWatcher, WatchedRunner
 from models.base import ChatModel, ModelInfo
 from models.chat import ToolCall
@@ -117,6 +118,8 @@ class Workspace:
     notices: list[SetupNotice] = field(default_factory=list)
     # --no-sandbox: the user's own choice, so full-auto is allowed without a sandbox.
     no_sandbox: bool = False
+    # Cut Bash outputs, kept outside the repository for Read to page through.
+    outputs: SavedOutputs | None = None
 
     # -- what the UI shows ----------------------------------------------------------------------
 
@@ -223,6 +226,8 @@ class Workspace:
             self.watcher.stop()
             self.watcher = None
         self.runner.close()
+        if self.outputs is not None:
+            self.outputs.close()
 
 
 def open_workspace(
@@ -278,9 +283,10 @@ def open_workspace(
         notices.append(SetupNotice(watcher.start(), live=watcher.method == "polling"))
         runner = WatchedRunner(runner, watcher)
     notices += [SetupNotice(line, live=True) for line in journal_notices]  # paths the start snapshot could not record
+    outputs = SavedOutputs()  # cut Bash outputs, for Read to page through (outside the repository)
     session = AgentSession(
         model, root, policy=policy, approver=approver, runner=runner, sink=session_sink, limits=limits,
-        read_state=read_state, write_observer=watcher, reasoning=reasoning,
+        read_state=read_state, write_observer=watcher, reasoning=reasoning, outputs=outputs,
         notes=notes, after_step=snapshot_changes(journal, base_runner, watcher, sink),
     )
     for notice in notices:
@@ -291,6 +297,7 @@ def open_workspace(
     return Workspace(
         session=session, journal=journal, runner=runner, watcher=watcher, sandbox_status=sandbox_status,
         watch_status=watcher.message if watcher else "", notices=notices, no_sandbox=no_sandbox,
+        outputs=outputs,
     )
 
 

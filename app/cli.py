@@ -63,6 +63,9 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reasoning", type=on_off, default=None, metavar="on|off",
                         help="think before answering, for models whose chat template has the switch "
                              "(default: the model's own; on for FrogNano)")
+    parser.add_argument("--tool-output-tokens", type=positive, default=None, metavar="N",
+                        help="tokens one tool result may take (default: what the model reads in about a minute "
+                             "at its measured prompt speed, 1,000-12,000)")
 
 
 def apply_engine_options(args: argparse.Namespace) -> None:

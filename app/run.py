@@ -144,7 +144,8 @@ def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: I
     if not task.strip():
         print("ribbit run: error: the task is empty", file=sys.stderr)
         return 2
-    limits = Limits(max_steps=args.max_steps, context=args.context, turn_tokens=args.max_turn_tokens)
+    limits = Limits(max_steps=args.max_steps, context=args.context, turn_tokens=args.max_turn_tokens,
+                    tool_output_tokens=args.tool_output_tokens)
     writer = TranscriptWriter(Path(args.transcript)) if args.transcript else None
     try:
         model = load_model(args.model, context=args.context)

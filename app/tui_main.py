@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from agent.loop import Limits
 from agent.workspace import SetupError, check_repo
 from app.app import make_app
 
@@ -17,7 +18,7 @@ def tui_main(args: argparse.Namespace) -> int:
         return 1
     app = make_app(
         root, args.model, mode=args.mode, context=args.context, no_sandbox=args.no_sandbox,
-        reasoning=args.reasoning,
+        reasoning=args.reasoning, limits=Limits(context=args.context, tool_output_tokens=args.tool_output_tokens),
     )
     try:
         code = app.run()

@@ -140,22 +140,35 @@ def decode_speed(path: Path, work: Path, tokens: int, rounds: int) -> dict:
         n_threads_batch=plan.n_threads, flash_attn=plan.flash_attn, type_k=plan.type_kv, type_v=plan.type_kv, verbose=False,
     )
     prompt = model._tokenize(model.template.render_conversation(messages, SPECS))
+    # Where the time goes: each loop's wall time inside llama_decode, so that what is left per token is
+    # the loop's own work (sampling, detokenising, drafting bookkeeping, the grammar watcher).
+    in_decode = [0.0]
+    stubbed = [False, False]  # [wanted for this run, on now]: llama_decode skipped, so only the loop is timed
+    for ctx in (model.llm._ctx, bare._ctx):
+        ctx.decode = _timed_decode(ctx.decode, in_decode, stubbed)
 
-    def run_ribbit() -> tuple[float, float]:
+    def run_ribbit() -> tuple[float, float, float]:
         model.reset()
         model.snapshots.clear()
         marks = []
         request = GenerationRequest(messages=messages, tools=SPECS, max_tokens=tokens)
+        last = (0.0, 0.0)
         for chunk in model.generate(request):
             if isinstance(chunk, TextChunk):
+                last = (time.perf_counter(), time.process_time())
                 if not marks:
-                    marks.append((time.perf_counter(), time.process_time()))
+                    marks.append(last)
+                    in_decode[0] = 0.0
+                    stubbed[1] = stubbed[0]
             elif isinstance(chunk, TurnEnd):
                 n = chunk.usage.completion_tokens - 1
-        wall, cpu = time.perf_counter() - marks[0][0], time.process_time() - marks[0][1]
-        return n / wall, n / cpu
+        # Up to the last token's text, as the bare loop stops after its last decode (the end of a turn,
+        # a /proc/stat read for the thread policy, is once a turn, not per token).
+        wall, cpu = last[0] - marks[0][0], last[1] - marks[0][1]
+        stubbed[1] = False
+        return n / wall, n / cpu, (wall - in_decode[0]) / n
 
-    def run_bare() -> tuple[float, float]:
+    def run_bare() -> tuple[float, float, float]:
         bare.reset()
         bare.eval(prompt)
         sampler = bare._init_sampler(temp=0.0, top_p=0.8, top_k=20, min_p=0.0)
@@ -163,6 +176,8 @@ def decode_speed(path: Path, work: Path, tokens: int, rounds: int) -> dict:
         token = sampler.sample(bare._ctx, -1)
         bare.eval([token])
         wall0, cpu0 = time.perf_counter(), time.process_time()
+        in_decode[0] = 0.0
+        stubbed[1] = stubbed[0]
         produced = 1
         while produced < tokens:
             token = sampler.sample(bare._ctx, -1)
@@ -171,14 +186,24 @@ def decode_speed(path: Path, work: Path, tokens: int, rounds: int) -> dict:
                 break
             bare.eval([token])
         n = produced - 1
-        return n / (time.perf_counter() - wall0), n / (time.process_time() - cpu0)
+        wall = time.perf_counter() - wall0
+        stubbed[1] = False
+        return n / wall, n / (time.process_time() - cpu0), (wall - in_decode[0]) / n
 
     ribbit_rates, bare_rates = [], []
+    loop_only: dict[str, list[float]] = {"ribbit": [], "bare": []}
     try:
         for index in range(rounds):
             order = (run_ribbit, run_bare) if index % 2 == 0 else (run_bare, run_ribbit)
             for runner in order:
                 (ribbit_rates if runner is run_ribbit else bare_rates).append(runner())
+        # The loops alone: llama_decode skipped after the prompt, so each token costs only the loop's own
+        # work (the same sampled token comes back from the same logits: a steady, noise-free comparison).
+        stubbed[0] = True
+        for index in range(rounds):
+            for name, runner in ((("ribbit", run_ribbit), ("bare", run_bare)) if index % 2 == 0 else (("bare", run_bare), ("ribbit", run_ribbit))):
+                loop_only[name].append(1.0 / runner()[0])
+        stubbed[0] = False
     finally:
         model.close()
         bare.close()
@@ -188,7 +213,22 @@ def decode_speed(path: Path, work: Path, tokens: int, rounds: int) -> dict:
         "ratio": median(a[0] / b[0] for a, b in zip(ribbit_rates, bare_rates)),
         "ribbit_cpu": median(r[1] for r in ribbit_rates), "bare_cpu": median(r[1] for r in bare_rates),
         "cpu_ratio": median(a[1] / b[1] for a, b in zip(ribbit_rates, bare_rates)), "threads": threads,
+        "ribbit_outside_ms": median(r[2] for r in ribbit_rates) * 1000, "bare_outside_ms": median(r[2] for r in bare_rates) * 1000,
+        "pairs": [(round(a[0] / b[0], 3), round(a[1] / b[1], 3)) for a, b in zip(ribbit_rates, bare_rates)],
+        "ribbit_loop_us": median(loop_only["ribbit"]) * 1e6, "bare_loop_us": median(loop_only["bare"]) * 1e6,
     }
+
+
+def _timed_decode(decode, total: list[float], stubbed: list[bool]):  # type: ignore[no-untyped-def]
+    def timed(batch):  # type: ignore[no-untyped-def]
+        if stubbed[1]:
+            return None
+        started = time.perf_counter()
+        try:
+            return decode(batch)
+        finally:
+            total[0] += time.perf_counter() - started
+    return timed
 
 
 def make_busy(seconds: float) -> None:
@@ -248,16 +288,19 @@ def verify_cost(path: Path, rounds: int, context: int = 512) -> dict:
             "snapshots_cost": one_cpu / median(cpu_times[(0, 0)]), "threads": plan.n_threads}
 
 
-SETTINGS = [  # (label, n_batch, kv type, flash attention)
-    ("batch 128, KV q8_0 + FA", 128, "q8_0", True), ("batch 256, KV q8_0 + FA", 256, "q8_0", True),
+SETTINGS = [  # (label, n_batch, kv type, flash attention); the first is what the planner chooses at 131K context
+    ("batch 256, KV q8_0 + FA", 256, "q8_0", True), ("batch 128, KV q8_0 + FA", 128, "q8_0", True),
     ("batch 512, KV q8_0 + FA", 512, "q8_0", True), ("batch 256, KV f16 + FA", 256, "f16", True),
     ("batch 256, KV f16, no FA", 256, "f16", False),
 ]
 
 
-def settings_speed(path: Path, rounds: int, prompt: int = 512, decode: int = 16) -> list[tuple[str, float, float]]:
-    """Prompt and decode tokens/s for each of SETTINGS on this GGUF (ribbit's runtime, ribbit's threads),
-    the settings taken in turn within each round; medians over rounds."""
+def settings_speed(path: Path, rounds: int, prompt: int = 512, decode: int = 16) -> dict:
+    """Prompt and decode speed for each of SETTINGS on this GGUF (ribbit's runtime, ribbit's threads, fixed for
+    the run). Every round loads each setting in turn (the order reversed every other round) and times a
+    `prompt`-token prefill, then `decode` single-token decodes at that depth; per setting: median tokens/s
+    (wall) and the median of its per-round ratios to the first setting (wall and CPU seconds), so the
+    ratios are A/B pairs taken minutes apart at most."""
     from models.llama_runtime import LlamaRuntime
     from models.memory import GGML_TYPES
     from models.threads import ContentionMeter, ThreadPolicy
@@ -266,23 +309,35 @@ def settings_speed(path: Path, rounds: int, prompt: int = 512, decode: int = 16)
     meter.start()
     time.sleep(0.5)
     threads = policy.observe(meter.stop()).n_threads
-    found: dict[str, list[tuple[float, float]]] = {}
-    for _ in range(rounds):
-        for label, batch, kv, flash in SETTINGS:
-            runtime = LlamaRuntime(path, n_ctx=2048, n_batch=batch, n_threads=threads, flash_attn=flash, type_kv=GGML_TYPES[kv])
+    found: dict[str, list[tuple[float, float, float, float]]] = {label: [] for label, *_ in SETTINGS}
+    for round_ in range(rounds):
+        for label, batch, kv, flash in (SETTINGS if round_ % 2 == 0 else SETTINGS[::-1]):
+            runtime = LlamaRuntime(path, n_ctx=max(2048, 2 * (prompt + decode)), n_batch=batch, n_threads=threads,
+                                   flash_attn=flash, type_kv=GGML_TYPES[kv])
             try:
                 vocab = runtime.n_vocab()
-                started = time.perf_counter()
+                started, cpu = time.perf_counter(), time.process_time()
                 runtime.eval([(13 * i + 5) % vocab for i in range(prompt)])
-                prefill = prompt / (time.perf_counter() - started)
-                started = time.perf_counter()
+                prefill = (prompt / (time.perf_counter() - started), prompt / (time.process_time() - cpu))
+                started, cpu = time.perf_counter(), time.process_time()
                 for i in range(decode):
                     runtime.eval([(7 * i + 11) % vocab])
-                found.setdefault(label, []).append((prefill, decode / (time.perf_counter() - started)))
+                found[label].append((*prefill, decode / (time.perf_counter() - started), decode / (time.process_time() - cpu)))
             finally:
                 runtime.close()
     median = statistics.median
-    return [(label, median(r[0] for r in found[label]), median(r[1] for r in found[label])) for label, *_ in SETTINGS]
+    base = found[SETTINGS[0][0]]
+    rows = []
+    for label, *_ in SETTINGS:
+        runs = found[label]
+        rows.append({
+            "label": label, "prefill": median(r[0] for r in runs), "decode": median(r[2] for r in runs),
+            "prefill_ratio": median(r[0] / b[0] for r, b in zip(runs, base)),
+            "prefill_cpu_ratio": median(r[1] / b[1] for r, b in zip(runs, base)),
+            "decode_ratio": median(r[2] / b[2] for r, b in zip(runs, base)),
+            "decode_cpu_ratio": median(r[3] / b[3] for r, b in zip(runs, base)),
+        })
+    return {"threads": threads, "rows": rows}
 
 
 COPY_FILE = Path(__file__).resolve().parents[1] / "agent" / "tools" / "read.py"
@@ -438,6 +493,11 @@ def report(name: str, path: Path, args: argparse.Namespace) -> None:
                       f"ribbit's thread choice: {d['threads']}; both loops then run with it): ribbit {d['ribbit']:.1f} tok/s vs bare llama-cpp-python "
                       f"{d['bare']:.1f} tok/s, ratio {d['ratio']:.3f} wall-clock; per CPU-second {d['ribbit_cpu']:.1f} vs "
                       f"{d['bare_cpu']:.1f}, ratio {d['cpu_ratio']:.3f}")
+                print(f"   per token outside llama_decode: ribbit {d['ribbit_outside_ms']:.3f} ms vs bare "
+                      f"{d['bare_outside_ms']:.3f} ms (sampling, detokenising, bookkeeping); per-pair ratios "
+                      f"(wall, CPU): {d['pairs']}")
+                print(f"   the loops alone (llama_decode skipped): ribbit {d['ribbit_loop_us']:.0f} us vs bare "
+                      f"{d['bare_loop_us']:.0f} us per token")
         if "3" in sections:
             print(f"3. time to first token after a tool result: {s['ttft_cached']:.2f} s cached vs "
                   f"{s['ttft_cold']:.2f} s with no cache ({s['cold_prompt']}-token prompt)")
@@ -468,8 +528,18 @@ def report(name: str, path: Path, args: argparse.Namespace) -> None:
                   f"--draft lookup {c['lookup']:.1f} tok/s vs none {c['none']:.1f} tok/s = {c['ratio']:.2f}x wall-clock; "
                   f"lookup acceptance {c['acceptance']:.0%} ({c['accepted']}/{c['drafted']}); same text: {c['same']}")
         if "9" in sections:
-            print(f"9. settings (prompt {512} tokens / decode 16, median of {args.rounds} rounds): " + "; ".join(
-                f"{label}: {p:.1f} / {d:.2f} tok/s" for label, p, d in settings_speed(path, args.rounds)))
+            found = settings_speed(path, args.rounds, args.settings_prompt)
+            print(f"9. settings ({args.settings_prompt}-token prefill, then 16 decodes at that depth; {found['threads']} threads; "
+                  f"median of {args.rounds} rounds, each loading every setting in turn; ratios vs {SETTINGS[0][0]}, "
+                  "the planner's choice at 131K context, as medians of per-round ratios, wall / CPU):")
+            for row in found["rows"]:
+                print(f"   {row['label']:26s} prefill {row['prefill']:7.1f} tok/s (x{row['prefill_ratio']:.2f} / "
+                      f"x{row['prefill_cpu_ratio']:.2f})   decode {row['decode']:6.2f} tok/s (x{row['decode_ratio']:.2f} / "
+                      f"x{row['decode_cpu_ratio']:.2f})")
+            best = max(found["rows"], key=lambda r: r["prefill_cpu_ratio"])
+            print(f"   fastest prefill per CPU-second: {best['label']} (x{best['prefill_cpu_ratio']:.2f}); "
+                  "the planner (models.memory) keeps its choice unless a setting beats it by more than 5 % on prefill "
+                  "without losing decode speed")
         if "8" in sections:
             mtp = mtp_acceptance(path, work, args.mtp_tokens)
             if mtp is None:
@@ -491,6 +561,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--call-tokens", type=int, default=128)
     parser.add_argument("--copy-tokens", type=int, default=300)
     parser.add_argument("--mtp-tokens", type=int, default=64)
+    parser.add_argument("--settings-prompt", type=int, default=512, help="section 9's prefill length (the depth decode is timed at)")
     parser.add_argument("--after-busy", type=float, default=0.0, help="also measure decode right after SECONDS of full load")
     parser.add_argument("--only", default=None, help="sections to run, e.g. 15 (default: all)")
     args = parser.parse_args(argv)

@@ -254,6 +254,7 @@ class LlamaCppModel:
             reasoning=template_reasoning_switch(self.template),
         )
         self.stop_ids = {self.llm.token_eos(), *self._tokenize(self.template.turn_close)}
+        self._eog: dict[int, bool] = {}
         self._close_tokens = self._tokenize(self.template.turn_close + self.template.turn_end)
         self._consumed: list[str] = []
         self._pending: list[int] = []
@@ -368,6 +369,11 @@ class LlamaCppModel:
 
     def context_used(self) -> int:
         return self.llm.n_tokens + len(self._pending)
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens `text` takes as message text (sizing tool results, agent.output_budget); vocabulary only,
+        so safe between turns."""
+        return len(self.llm.tokenize(text.encode("utf-8", "surrogatepass"), add_bos=False, special=False)) if text else 0
 
     def close(self) -> None:
         self.snapshots.clear()
@@ -570,7 +576,7 @@ class LlamaCppModel:
             for token in forced:
                 sampler.accept(token)
                 self._eval([token])
-                raws.append(self.llm.detokenize([token], special=True))
+                raws.append(self.llm.piece(token))
             produced = len(forced)
             switched = watcher.feed_many(forced, raws) if watcher is not None else None
             if switched is not None:
@@ -579,6 +585,7 @@ class LlamaCppModel:
             if piece:
                 yield TextChunk(piece)
         limit = self.info.context_length - len(self._close_tokens)
+        drafting = self.drafting.lookup or self.drafting.mtp  # re-read after each token: MTP may switch off
         carry: int | None = None  # a token sampled while verifying drafts, not yet evaluated
         index = -1  # the output row whose logits the next sample reads
         while True:
@@ -598,17 +605,24 @@ class LlamaCppModel:
             produced += 1
             if self._is_stop(token):
                 break
-            room = min(request.max_tokens - produced, limit - self.llm.n_tokens - 1)
-            drafts, source = self._propose(token, room)
-            first = self.llm.n_tokens
-            timed = time.perf_counter()
-            if drafts:
-                self._eval_batch([token, *drafts])
+            if drafting:
+                room = min(request.max_tokens - produced, limit - self.llm.n_tokens - 1)
+                drafts, source = self._propose(token, room)
             else:
+                drafts = []
+            first = self.llm.n_tokens
+            if drafts:
+                timed = time.perf_counter()
+                self._eval_batch([token, *drafts])
+                self.verify_cost.record(1 + len(drafts), time.perf_counter() - timed)
+            elif drafting:
+                timed = time.perf_counter()
                 self._eval([token])
-            self.verify_cost.record(1 + len(drafts), time.perf_counter() - timed)
+                self.verify_cost.record(1, time.perf_counter() - timed)
+            else:  # the plain path: nothing per token beyond what a bare llama-cpp-python loop does
+                self._eval([token])
             index = -1
-            for position, emitted in enumerate([token, *drafts]):
+            for position, emitted in enumerate((token, *drafts) if drafts else (token,)):
                 if position > 0:
                     check = sampler.sample(self.llm._ctx, position - 1)  # noqa: SLF001
                     if check != emitted:
@@ -616,7 +630,7 @@ class LlamaCppModel:
                         break
                     produced += 1
                     index = position
-                raw = self.llm.detokenize([emitted], special=True)
+                raw = self.llm.piece(emitted)
                 if watcher is not None:
                     switched = watcher.feed(emitted, raw)
                     if switched is not None:
@@ -627,6 +641,7 @@ class LlamaCppModel:
                     yield TextChunk(piece)
             if drafts:
                 self._settle_drafts(source, first, len(drafts), accepted=max(0, index))
+            drafting = self.drafting.lookup or self.drafting.mtp
         tail = decoder.decode(b"", final=True)
         if tail:
             yield TextChunk(tail)
@@ -637,7 +652,11 @@ class LlamaCppModel:
         yield TurnEnd(finish_reason=finish, usage=usage)  # type: ignore[arg-type]
 
     def _is_stop(self, token: int) -> bool:
-        return token in self.stop_ids or bool(self._llama_cpp.llama_vocab_is_eog(self.llm._model.vocab, token))  # noqa: SLF001
+        eog = self._eog.get(token)
+        if eog is None:  # one ctypes call per distinct token, not per sampled one
+            eog = self._eog[token] = token in self.stop_ids or bool(
+                self._llama_cpp.llama_vocab_is_eog(self.llm._model.vocab, token))  # noqa: SLF001
+        return eog
 
     def _propose(self, token: int, room: int) -> tuple[list[int], str]:
         """Drafts to follow `token` (sampled, not yet evaluated), at most `room`; lookup first, then MTP."""

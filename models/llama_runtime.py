@@ -105,6 +105,7 @@ class LlamaRuntime:
         self.metadata: dict[str, str] = self._model.metadata()
         self._n_vocab = self._model.n_vocab()
         self.mtp: MtpContext | None = None
+        self._pieces: dict[int, bytes] = {}  # token -> its text with special tokens as text (piece())
 
     def _context_params(self, n_ctx: int, n_batch: int, n_threads: int, flash_attn: bool, type_kv: int, n_rs_seq: int) -> Any:
         llama_cpp = self._llama_cpp
@@ -145,7 +146,25 @@ class LlamaRuntime:
         return self._model.tokenize(text, add_bos, special)
 
     def detokenize(self, tokens: Sequence[int], special: bool = False) -> bytes:
-        return self._model.detokenize(list(tokens), special=special)
+        return b"".join(self.piece(int(t), special) for t in tokens)
+
+    def piece(self, token: int, special: bool = True) -> bytes:
+        """One token's bytes (`special`: special tokens as their text), memoised: the decode loop asks for
+        every sampled token. Pieces longer than 32 bytes come out whole — llama-cpp-python's detokenize
+        drops them (a newline and 32 spaces of indentation is one token in SmolLM2's vocabulary)."""
+        key = token if special else ~token
+        found = self._pieces.get(key)
+        if found is None:
+            llama_cpp = self._llama_cpp
+            size = 64
+            while True:
+                buffer = ctypes.create_string_buffer(size)
+                n = llama_cpp.llama_token_to_piece(self._model.vocab, token, buffer, size, 0, special)
+                if n >= 0:
+                    break
+                size = -n
+            found = self._pieces[key] = buffer.raw[:n]
+        return found
 
     def set_seed(self, seed: int) -> None:
         self._seed = seed

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from agent.output_budget import OutputBudget
 from models.chat import ToolSpec
 
 if TYPE_CHECKING:
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from agent.changes import ChangeGate
     from agent.readstate import ReadState
     from agent.sandbox import CommandRunner
+    from agent.saved_outputs import SavedOutputs
 
 
 class ToolError(Exception):
@@ -53,9 +55,14 @@ class ToolContext:
     cancel: threading.Event = field(default_factory=threading.Event)
     # The call this context is for, so approvals can name it.
     tool_call_id: str = ""
+    # Tokens one result may take (agent.output_budget; the loop sets it before each step) and where a
+    # cut Bash output is saved for Read to page through (None: not saved).
+    budget: OutputBudget = field(default_factory=OutputBudget)
+    outputs: SavedOutputs | None = None
 
-    def for_call(self, tool_call_id: str) -> ToolContext:
-        return replace(self, tool_call_id=tool_call_id)
+    def for_call(self, tool_call_id: str, budget: OutputBudget | None = None) -> ToolContext:
+        """This context for one call: its id, and the step's output budget when given."""
+        return replace(self, tool_call_id=tool_call_id, budget=budget if budget is not None else self.budget)
 
 
 def compact_schema(model: type[BaseModel]) -> dict[str, Any]:

@@ -5,7 +5,9 @@ from pathlib import Path
 from pydantic import Field
 
 from agent.approvals import Access, ApprovalDecision, BashApprovalRequest, CommandNeed
+from agent.output_budget import OutputBudget
 from agent.sandbox import CommandResult, SandboxError, tried_to_write
+from agent.saved_outputs import Spool
 from agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
 from agent.tools.paths import display_path
 
@@ -22,13 +24,53 @@ class BashArgs(ToolArgs):
     description: str | None = Field(None, description="A few words saying what the command does")
 
 
-def truncate_output(text: str, dropped_lines: int = 0) -> str:
-    """Keep the head and the tail of long output and say how many lines were cut."""
-    if len(text) <= MAX_OUTPUT_CHARS:
+# Tokens kept free in a budgeted result for the note that says what was cut and where it is.
+NOTE_TOKENS = 120
+
+
+def fit_output(text: str, dropped_lines: int, budget: OutputBudget, spool: Spool | None) -> str:
+    """The head and the tail of the output in whole lines, within the token budget and the contract's
+    30,000 characters; what is cut is named by line numbers, with the Read call that shows it from the
+    saved whole output (`spool`). Output that fits is returned as it is and nothing is kept."""
+    if len(text) <= MAX_OUTPUT_CHARS and not dropped_lines and budget.fits(text):
+        if spool is not None:
+            spool.discard()
         return text
-    half = MAX_OUTPUT_CHARS // 2
-    cut = text[half:-half].count("\n") + dropped_lines
-    return f"{text[:half]}\n\n... [{cut} lines cut from the middle of the output] ...\n\n{text[-half:]}"
+    lines = text.split("\n")
+    ends_with_newline = lines[-1] == ""
+    if ends_with_newline:
+        lines.pop()
+    half_chars = MAX_OUTPUT_CHARS // 2
+    half_tokens = max(1, (budget.tokens - NOTE_TOKENS) // 2) if budget.tokens is not None else half_chars
+    head = budget.head(lines, half_tokens, half_chars)
+    tail = budget.tail(lines[head:], half_tokens, half_chars)
+    total = spool.lines if spool is not None else len(lines) + dropped_lines
+    head_text = "\n".join(lines[:head])
+    tail_text = "\n".join(lines[len(lines) - tail :]) if tail else ""
+    if head == 0:  # one line longer than the whole budget: show its start
+        head_text = _line_start(lines[0], half_tokens, half_chars, budget) + " [... line cut]" if lines else ""
+    first_cut, last_cut = head + 1, total - tail
+    cut = max(0, last_cut - first_cut + 1)
+    where = f"lines {first_cut}-{last_cut} of {total}" if cut > 1 else f"line {first_cut} of {total}"
+    if spool is not None and spool.keep():
+        saved = "the whole output is saved" if spool.complete else f"its first {spool.written} bytes are saved"
+        note = (f"[{cut} lines cut from the middle of the output ({where}); {saved}: "
+                f"Read file_path=\"{spool.path}\" offset={first_cut} shows them]")
+    else:
+        note = f"[{cut} lines cut from the middle of the output ({where})]"
+    body = f"{head_text}\n\n... {note} ...\n\n{tail_text}"
+    return body + ("\n" if ends_with_newline and tail_text else "")
+
+
+def _line_start(line: str, tokens: int, chars: int, budget: OutputBudget) -> str:
+    """As much of the start of `line` as fits (a few counts: the cut is estimated, then checked)."""
+    n = min(len(line), chars)
+    for _ in range(6):
+        used = budget.count(line[:n])
+        if used <= tokens or n <= 1:
+            break
+        n = max(1, int(n * tokens / used * 0.95))
+    return line[:n]
 
 
 class BashTool(Tool[BashArgs]):
@@ -49,7 +91,8 @@ class BashTool(Tool[BashArgs]):
         decision = approvals.decide(CommandNeed(args.command), lambda: self._request(args, ctx, plan.access))
         if decision is not None and not decision.approved:
             return _rejected("The user rejected this command; it was not run.", decision)
-        result = self._execute(args, ctx, plan.access)
+        spool = ctx.outputs.new_spool() if ctx.outputs is not None else None
+        result = self._execute(args, ctx, plan.access, spool)
         note = ""
         if tried_to_write(result):
             # Ask mode means what it says: a command that needs to write runs only after a yes.
@@ -58,12 +101,15 @@ class BashTool(Tool[BashArgs]):
                 lambda: self._request(args, ctx, "read-write", tried_to_write=True),
             ) if plan.may_ask_to_write else None
             if decision is not None and decision.approved:
-                result = self._execute(args, ctx, "read-write")
+                if spool is not None:
+                    spool.discard()
+                    spool = ctx.outputs.new_spool() if ctx.outputs is not None else None
+                result = self._execute(args, ctx, "read-write", spool)
             else:
                 note = READ_ONLY_NOTE if decision is None else _rejected(
                     READ_ONLY_NOTE + " The user did not allow running it with write access.", decision
                 )
-        return self._format(args, ctx, result, note)
+        return self._format(args, ctx, result, note, spool)
 
     @staticmethod
     def _request(args: BashArgs, ctx: ToolContext, access: Access, tried_to_write: bool = False) -> BashApprovalRequest:
@@ -75,15 +121,19 @@ class BashTool(Tool[BashArgs]):
         )
 
     @staticmethod
-    def _execute(args: BashArgs, ctx: ToolContext, access: Access) -> CommandResult:
+    def _execute(args: BashArgs, ctx: ToolContext, access: Access, spool: Spool | None = None) -> CommandResult:
         try:
-            return ctx.runner.run(args.command, ctx.shell.cwd, float(args.timeout), ctx.cancel, access=access)
+            if spool is None:
+                return ctx.runner.run(args.command, ctx.shell.cwd, float(args.timeout), ctx.cancel, access=access)
+            return ctx.runner.run(args.command, ctx.shell.cwd, float(args.timeout), ctx.cancel, access=access, spool=spool)
         except SandboxError as exc:
+            if spool is not None:
+                spool.discard()
             raise ToolError(str(exc)) from None
 
-    def _format(self, args: BashArgs, ctx: ToolContext, result: CommandResult, note: str) -> str:
+    def _format(self, args: BashArgs, ctx: ToolContext, result: CommandResult, note: str, spool: Spool | None = None) -> str:
         cwd_note = self._follow_cwd(ctx, result.cwd)
-        output = truncate_output(result.output, result.dropped_lines).rstrip("\n") + cwd_note
+        output = fit_output(result.output, result.dropped_lines, ctx.budget, spool).rstrip("\n") + cwd_note
         if note:
             output = (output + "\n" if output else "") + note
         if result.timed_out:

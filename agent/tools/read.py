@@ -20,14 +20,19 @@ class ReadArgs(ToolArgs):
     limit: int | None = Field(None, ge=1, description="Number of lines to read (default 2000)")
 
 
+# Tokens kept free in a budgeted result for the note that says where the rest is.
+NOTE_TOKENS = 60
+
+
+def format_line(number: int, line: str) -> str:
+    """`<number right-aligned to 6>\\t<text>`, a long line cut and marked."""
+    if len(line) > MAX_LINE_CHARS:
+        line = line[:MAX_LINE_CHARS] + f" [... line cut at {MAX_LINE_CHARS} characters]"
+    return f"{number:>6}\t{line}"
+
+
 def format_numbered(lines: list[str], first: int) -> str:
-    """Lines as `<number right-aligned to 6>\\t<text>`, long lines cut and marked."""
-    out = []
-    for number, line in enumerate(lines, start=first):
-        if len(line) > MAX_LINE_CHARS:
-            line = line[:MAX_LINE_CHARS] + f" [... line cut at {MAX_LINE_CHARS} characters]"
-        out.append(f"{number:>6}\t{line}")
-    return "\n".join(out)
+    return "\n".join(format_line(number, line) for number, line in enumerate(lines, start=first))
 
 
 def suggest_similar(root: Path, path: Path) -> str:
@@ -56,8 +61,10 @@ class ReadTool(Tool[ReadArgs]):
     args_model = ReadArgs
 
     def run(self, args: ReadArgs, ctx: ToolContext) -> str:
-        path = resolve_in_root(ctx.root, args.file_path)
-        shown = display_path(ctx.root, path)
+        # A Bash output ribbit saved (agent.saved_outputs) is the one thing Read reads outside the root.
+        saved = ctx.outputs.owns(args.file_path) if ctx.outputs is not None else None
+        path = saved or resolve_in_root(ctx.root, args.file_path)
+        shown = args.file_path if saved else display_path(ctx.root, path)
         if not path.exists():
             raise ToolError(f"file {shown} does not exist.{suggest_similar(ctx.root, path)}")
         if path.is_dir():
@@ -66,14 +73,25 @@ class ReadTool(Tool[ReadArgs]):
         window = read_window(path, shown, start, args.limit or DEFAULT_LIMIT)
         if window.binary:
             raise ToolError(f"{shown} is a binary file ({window.size} bytes); Read only shows text")
-        ctx.read_state.record_stamp(path, window.stamp)
+        if saved is None:
+            ctx.read_state.record_stamp(path, window.stamp)
         if window.total == 0:
             return f"The file {shown} is empty."
         if start > window.total:
             raise ToolError(f"offset {start} is past the end of {shown}, which has {window.total} lines")
-        end = start + len(window.lines) - 1
-        result = format_numbered(window.lines, start)
-        if end < window.total or start > 1:
+        numbered = [format_line(number, line) for number, line in enumerate(window.lines, start=start)]
+        budget = ctx.budget
+        kept = len(numbered)
+        if budget.tokens is not None:
+            kept = budget.head(numbered, max(1, budget.tokens - NOTE_TOKENS), min_lines=1)
+        end = start + kept - 1
+        result = "\n".join(numbered[:kept])
+        if kept < len(numbered):
+            result += (
+                f"\n\n(Showing lines {start}-{end} of {window.total}; the rest did not fit this result's budget of "
+                f"{budget.tokens} tokens. Read again with offset={end + 1} to see more.)"
+            )
+        elif end < window.total or start > 1:
             cut = f"; the window stops at {MAX_WINDOW_BYTES // 1024} KiB of text" if window.full and end < window.total else ""
             result += f"\n\n(Showing lines {start}-{end} of {window.total}{cut}. Use offset and limit to see more.)"
         return result
