@@ -8,12 +8,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.approvals import AllowList, ApprovalPolicy, Approver, Mode
-from agent.events import AgentEvent, EventSink, ExternalChangeEvent, NoticeEvent
+from agent.events import AgentEvent, CompactionEvent, EventSink, ExternalChangeEvent, NoticeEvent
 from agent.journal import Journal, UndoResult, state_home
 from agent.loop import AgentSession, Limits
 from agent.readstate import ReadState
+from agent.resume import SessionResume
 from agent.sandbox import CommandRunner, LocalRunner, make_runner, sandbox_available
 from agent.sandbox_config import SandboxConfigError, load_settings
+from agent.saved_sessions import SavedSession, SessionRecorder
+from agent.transcript import fanout
 from agent.watcher import ExternalChange, RepoWatcher, WatchedRunner
 from models.base import ChatModel
 from models.chat import ToolCall
@@ -74,6 +77,8 @@ class Workspace:
     sandbox_status: str = ""
     watch_status: str = ""
     notices: list[str] = field(default_factory=list)
+    # The saved session (agent.saved_sessions): resume, rewind; None when not saved.
+    saved: SessionResume | None = None
 
     def patch(self) -> str:
         return self.journal.patch()
@@ -81,6 +86,29 @@ class Workspace:
     def undo_last(self) -> UndoResult:
         """`/undo`: the journal's undo_last (JournalError with one line when it refuses)."""
         return self.journal.undo_last()
+
+    def compact(self, focus: str = "") -> CompactionEvent:
+        """`/compact [focus]`: the model summarises the conversation, which goes on from the summary."""
+        return self.session.compact(focus=focus)
+
+    def rewind(self, index: int, *, files: bool = True, conversation: bool = True) -> str:
+        """`/rewind`: back to before the user's prompt `index` (agent.resume); one line saying what it did.
+        SessionError / JournalError (one line, nothing changed) where it refuses."""
+        if self.saved is None:
+            from agent.saved_sessions import SessionError
+
+            raise SessionError("this session is not saved, so it has no rewind points")
+        return self.saved.rewind(index, files=files, conversation=conversation)
+
+    def prompts(self) -> list[str]:
+        """The user's prompts in this session, oldest first (what /rewind lists)."""
+        return self.saved.prompts() if self.saved is not None else []
+
+    def use_model(self, model: ChatModel) -> None:
+        """`/model`: the conversation goes on with another model (saved states follow it)."""
+        self.session.use_model(model)
+        if self.saved is not None:
+            self.saved.recorder.use_model(model)
 
     def close(self) -> None:
         """Stop the watcher thread and drop the runner's scratch folder; safe to call more than once."""
@@ -104,7 +132,10 @@ def open_workspace(
     watch: bool = True,
     journal_namespace: str | None = None,
     reasoning: bool | None = None,
+    save: bool = True,
+    resume: SavedSession | None = None,
 ) -> Workspace:
+    """`save`: keep the session on disk as it goes (agent.saved_sessions); `resume`: go on with a saved one."""
     root = check_repo(root)
     try:
         settings = load_settings()
@@ -123,8 +154,16 @@ def open_workspace(
     policy = ApprovalPolicy(mode, allow, sandboxed=runner.sandboxed)
     journal = Journal(root, namespace=journal_namespace) if journal_namespace else Journal(root)
     swept = journal.sweep_temp_files()
-    journal.snapshot("start")
+    if resume is not None:
+        journal.adopt(resume.session_id)  # undo goes on where the session left off
+    else:
+        journal.snapshot("start")
     journal_notices = journal.take_notices()
+    recorder: SessionRecorder | None = None
+    if save or resume is not None:
+        recorder = SessionRecorder.resume(resume, model) if resume is not None else SessionRecorder.start(root, journal.session_id, model)
+        recorder.journal_index = lambda: len(journal.snapshots) - 1
+        sink = fanout([sink, recorder])
     sink = locked_sink(sink)
     read_state = ReadState()
     watcher: RepoWatcher | None = None
@@ -165,6 +204,22 @@ def open_workspace(
                 sink(NoticeEvent(level="warning", text=line))
 
     session.after_step = after_step
+    saved: SessionResume | None = None
+    if recorder is not None:
+        saved = SessionResume(session, journal, recorder)
+
+        def before_task(prompt: str) -> None:
+            # The files as they are when the prompt arrives: the point /rewind puts them back to.
+            foreign, mixed = watcher.take_since_snapshot() if watcher else (set(), set())
+            for line in journal.record_step("before a prompt", foreign=foreign, mixed=mixed):
+                sink(NoticeEvent(level="warning", text=line))
+            assert recorder is not None
+            recorder.before_task(prompt)
+
+        session.before_task = before_task
+        if resume is not None:
+            saved.restore(resume)
+        recorder.attach(session.messages)
     for line in notices:
         # Only what the user must know about goes to the live stream; the rest is in `notices`.
         # (--no-sandbox was the user's own choice: the status bar says it, no warning needed.)
@@ -174,5 +229,5 @@ def open_workspace(
         sink(NoticeEvent(level="warning", text=line))
     return Workspace(
         session=session, journal=journal, runner=runner, watcher=watcher, sandbox_status=sandbox_status,
-        watch_status=watcher.message if watcher else "", notices=notices,
+        watch_status=watcher.message if watcher else "", notices=notices, saved=saved,
     )
