@@ -71,9 +71,9 @@ class ContextBudget:
 
     @property
     def summary_tokens(self) -> int:
-        """The longest summary asked for: a sixth of the free window (about 490 of FrogNano's 4K, 5K of
-        32K: at most 4,096)."""
-        return clamp(self.free // 6, 96, 4096)
+        """The longest summary asked for: an eighth of the free window, at most 2,048 (about 370 tokens in
+        FrogNano's 4K, 2,048 in 32K): each one costs a decode step, ~0.1 s on a 2-core laptop."""
+        return clamp(self.free // 8, 96, 2048)
 
     @property
     def turn_reserve(self) -> int:
@@ -87,8 +87,9 @@ class ContextBudget:
 
     @property
     def results_tokens(self) -> int:
-        """The latest tool results kept after a compaction: a fifth of the free window (at most 16K)."""
-        return clamp(self.free // 5, 128, 16384)
+        """The latest tool results kept after a compaction: an eighth of the free window, at most 8,192
+        (they are read again: ~30 ms a token at real size)."""
+        return clamp(self.free // 8, 128, 8192)
 
     def due(self, next_prompt: int) -> bool:
         """Whether the next turn should come after a compaction: it would not keep room for one."""

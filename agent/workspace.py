@@ -132,10 +132,11 @@ def open_workspace(
     watch: bool = True,
     journal_namespace: str | None = None,
     reasoning: bool | None = None,
-    save: bool = True,
+    save: bool = False,
     resume: SavedSession | None = None,
 ) -> Workspace:
-    """`save`: keep the session on disk as it goes (agent.saved_sessions); `resume`: go on with a saved one."""
+    """`save`: keep the session on disk as it goes (agent.saved_sessions: the TUI and `ribbit run` do;
+    eval, review and benchmarks do not); `resume`: go on with a saved one (implies save)."""
     root = check_repo(root)
     try:
         settings = load_settings()

@@ -311,7 +311,7 @@ class RibbitApp(App[int]):
             workspace = open_workspace(
                 model, cfg.repo, mode=cfg.mode, approver=self.approver, sink=self.bridge.sink,  # type: ignore[arg-type]
                 limits=cfg.limits or Limits(context=cfg.context), no_sandbox=cfg.no_sandbox,
-                reasoning=cfg.reasoning, resume=resume,
+                reasoning=cfg.reasoning, save=True, resume=resume,
             )
         except (ModelError, SetupError, JournalError, SessionError, OSError) as exc:
             self.post_message(SetupFailed(str(exc)))

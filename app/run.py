@@ -171,10 +171,13 @@ def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: I
         if args.mode == "review":
             from agent.review import run_review
 
+            if resume is not None:
+                return fail("review mode works in a worktree of its own and cannot continue a saved session")
+
             return run_review(model, args, task, limits, sink, StdinApprover(reader, sys.stderr), stdout)
         workspace = open_workspace(
             model, Path(args.repo), mode=args.mode, approver=StdinApprover(reader, sys.stderr), sink=sink,
-            limits=limits, no_sandbox=args.no_sandbox, reasoning=args.reasoning, resume=resume,
+            limits=limits, no_sandbox=args.no_sandbox, reasoning=args.reasoning, save=True, resume=resume,
         )
         if workspace.saved is not None:
             print(f"ribbit: session {workspace.saved.session_id} (go on with: ribbit run --continue TASK)", file=sys.stderr)

@@ -68,6 +68,16 @@ class ForcedTurns:
     def prompt_tokens(self, messages, tools) -> int:  # type: ignore[no-untyped-def]
         return self.model.prompt_tokens(messages, tools)
 
+    # Saved points (models.saved_points) are the model's own.
+    def state_identity(self) -> str:
+        return self.model.state_identity()
+
+    def save_point(self, path):  # type: ignore[no-untyped-def]
+        return self.model.save_point(path)
+
+    def load_point(self, path, messages):  # type: ignore[no-untyped-def]
+        return self.model.load_point(path, messages)
+
     def close(self) -> None:
         pass
 

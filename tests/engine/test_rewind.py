@@ -37,7 +37,7 @@ def test_rewind_restores_files_and_the_token_stream_without_a_re_read(tmp_path: 
             usage.append(event)
 
     workspace = open_workspace(forced, repo, mode="auto-edit", approver=Approve(), sink=sink, no_sandbox=True,
-                               watch=False, limits=Limits(context=8192), reasoning=False)
+                               watch=False, limits=Limits(context=8192), reasoning=False, save=True)
     try:
         assert model.recurrent
         workspace.session.run("write one")
