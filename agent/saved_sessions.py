@@ -244,8 +244,7 @@ class SessionRecorder:
                 self._latest_fresh = False
                 self.record.steps += 1
             elif isinstance(event, CompactionEvent):
-                if self.messages is not None:
-                    self.record.epochs.append(list(self.messages))
+                self._sync()  # a new conversation: the old one stays, for rewinds past the compaction
                 self.write()
             elif isinstance(event, SummaryEvent):
                 self._sync()
@@ -283,8 +282,15 @@ class SessionRecorder:
             pass
 
     def _sync(self) -> None:
-        if self.messages is not None:
-            self.record.epochs[-1] = list(self.messages)
+        """Follow the live conversation: it grew (the same conversation), or it was replaced (a compaction,
+        `/clear`): then it is a new one, and the old one is kept for the rewind points in it."""
+        if self.messages is None:
+            return
+        live, current = self.messages, self.record.epochs[-1]
+        if not current or live[: len(current)] == current:
+            self.record.epochs[-1] = list(live)
+        else:
+            self.record.epochs.append(list(live))
 
     def _save_state(self, name: str) -> str | None:
         """Save the model's current point as `name` (sharing latest.state's file when that is current)."""
