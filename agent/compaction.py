@@ -91,6 +91,12 @@ class ContextBudget:
         (they are read again: ~30 ms a token at real size)."""
         return clamp(self.free // 8, 128, 8192)
 
+    def worthwhile(self, next_prompt: int) -> bool:
+        """Whether a compaction would free room: the conversation beyond the system prompt is larger than
+        what one keeps (a summary, the latest results) plus a turn. In a window the system prompt nearly
+        fills, turns simply use what room there is, and the context limit ends the run as before."""
+        return next_prompt - self.base > self.summary_tokens + self.results_tokens + self.turn_reserve
+
     def due(self, next_prompt: int) -> bool:
         """Whether the next turn should come after a compaction: it would not keep room for one."""
         return next_prompt + self.summary_reserve + self.turn_reserve > self.window

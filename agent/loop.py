@@ -219,20 +219,24 @@ class AgentSession:
         """One assistant turn and its tool calls. True when the model answered without a tool call."""
         if self.steps >= self.limits.max_steps:
             raise StopRun("max_steps", f"reached the limit of {self.limits.max_steps} steps")
+        budget = self.compactor.budget
         next_prompt = self.compactor.next_prompt()
-        if self.compactor.budget.due(next_prompt):
+        if budget.worthwhile(next_prompt) and budget.due(next_prompt):
             self.compact(trigger="auto")
             next_prompt = self.compactor.next_prompt()
+        compactable = budget.worthwhile(next_prompt)
         if self.model.context_used() >= self.limits.context:
             raise StopRun("context", f"the conversation filled the {self.limits.context}-token context")
         self.steps += 1
         self.total_steps += 1
         self.sink(TurnStarted(step=self.steps))
         # A turn may write up to the limit, but never into the room a summary needs after it.
-        max_tokens = self.compactor.budget.turn_limit(next_prompt, self.limits.turn_tokens)
+        max_tokens = budget.turn_limit(next_prompt, self.limits.turn_tokens) if compactable else self.limits.turn_tokens
         try:
             turn = self.query(max_tokens)
         except ContextFull:
+            if not compactable:
+                raise
             self.compact(trigger="overflow")  # the prompt itself no longer fits: go on from a summary
             return False
         parsed = self.parse(turn)
@@ -246,10 +250,12 @@ class AgentSession:
         finish = turn.end.finish_reason
         if finish == "cancelled":
             raise StopRun("interrupted", "stopped by the user")
-        if finish == "context" or (finish == "length" and max_tokens < self.limits.turn_tokens):
+        if compactable and (finish == "context" or (finish == "length" and max_tokens < self.limits.turn_tokens)):
             # Cut for room, not by the turn cap: summarise (the cut turn included) and go on.
             self.compact(trigger="overflow")
             return False
+        if finish == "context":
+            raise StopRun("context", "the model ran out of context while writing")
         if finish == "length":
             raise StopRun("turn_tokens", f"the model wrote {self.limits.turn_tokens} tokens in one turn without finishing")
         if parsed.errors:
