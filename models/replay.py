@@ -55,7 +55,9 @@ class ReplayModel:
         self.position = 0
         self._context = 0
         sample = "\n".join(self.turns)
-        self.info = ModelInfo(name=f"replay:{path.name}", path=str(path), dialect=detect_dialect(sample))
+        # No window of its own: the --context limit is the only one a replayed session has.
+        self.info = ModelInfo(name=f"replay:{path.name}", path=str(path), dialect=detect_dialect(sample),
+                              context_length=1 << 30)
 
     def prompt_tokens(self, messages: list[ChatMessage], tools: list[ToolSpec]) -> int:
         return sum(estimate_tokens(m.content) + 4 for m in messages)
