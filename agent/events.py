@@ -1,7 +1,7 @@
 """Events the agent emits. The TUI, `ribbit run` and the transcript writer all consume the same stream.
 
-Transcript events (CONTRACT.md) are `message`, `usage`, `approval`, `external_change`, `summary`;
-the rest are for live display only.
+Transcript events (CONTRACT.md) are `message`, `usage`, `approval`, `external_change`, `compaction`,
+`summary`; the rest are for live display only.
 """
 
 from __future__ import annotations
@@ -47,6 +47,18 @@ class ApprovalEvent(BaseModel):
 class ExternalChangeEvent(BaseModel):
     type: Literal["external_change"] = "external_change"
     paths: list[str]
+
+
+class CompactionEvent(BaseModel):
+    """The conversation was summarised to fit the context (agent.compaction): prompt tokens before and after."""
+
+    type: Literal["compaction"] = "compaction"
+    before_tokens: int
+    after_tokens: int
+    # Beyond the contract's two counts: why ("auto": the next turn would not fit with room for a summary,
+    # "overflow": a turn ran out of room, "manual": /compact) and the summary that replaced the conversation.
+    trigger: str = "auto"
+    summary: str = ""
 
 
 class SummaryEvent(BaseModel):
@@ -117,6 +129,7 @@ AgentEvent = (
     | UsageEvent
     | ApprovalEvent
     | ExternalChangeEvent
+    | CompactionEvent
     | SummaryEvent
     | TextDelta
     | ReasoningDelta
@@ -130,7 +143,7 @@ AgentEvent = (
 
 EventSink = Callable[[AgentEvent], None]
 
-TRANSCRIPT_TYPES = frozenset({"message", "usage", "approval", "external_change", "summary"})
+TRANSCRIPT_TYPES = frozenset({"message", "usage", "approval", "external_change", "compaction", "summary"})
 
 
 def transcript_record(event: AgentEvent) -> dict[str, Any] | None:

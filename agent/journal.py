@@ -333,6 +333,45 @@ class Journal:
             self.snapshots.pop()
             return result
 
+    def rewind_to(self, index: int) -> UndoResult:
+        """`/rewind`: put the files back as they were at snapshot `index` (a task's start) and forget the
+        later snapshots. Refuses (JournalError, nothing restored) where undo_last would: a file changed
+        since by someone other than ribbit."""
+        with self._lock:
+            if not 0 <= index < len(self.snapshots):
+                raise JournalError("that point is no longer in this session's journal (undone since?)")
+            if index == len(self.snapshots) - 1:
+                return UndoResult(session_id=self.session_id, undone="nothing", restored=[], deleted=[])
+            latest = self.snapshots[-1]
+            result = self._restore(self.snapshots[index], latest, self.snapshots[index + 1 :], undone=f"the steps after snapshot {index}")
+            try:
+                for n in range(len(self.snapshots) - 1, index, -1):
+                    self._objects.run("update-ref", f"{self.namespace}/{self.session_id}/undone/{n}", self.snapshots[n])
+                    self._objects.run("update-ref", "-d", self.ref(n))
+            except GIT_ERRORS as exc:
+                raise JournalError(f"files restored, but the journal could not be updated: {_one_line(exc)}") from None
+            del self.snapshots[index + 1 :]
+            return result
+
+    def adopt(self, session_id: str) -> None:
+        """Go on with an earlier session's journal (`ribbit --continue`): its snapshots, then one of the
+        files as they are now, where what changed while ribbit was closed counts as someone else's
+        (undo keeps it)."""
+        snapshots = self.session_snapshots(session_id)
+        if not snapshots:
+            raise JournalError(f"session {shown(session_id)} has no journal here")
+        if self._ref_exists(f"{self.namespace}/{session_id}/reverted"):
+            raise JournalError(f"session {session_id} was undone with `ribbit undo`; start a new one")
+        with self._lock:
+            self.session_id = session_id
+            self.snapshots = snapshots
+            try:
+                changed = [self._display(p) for p in self._changed(snapshots[-1], self.tree_now())]
+            except GIT_ERRORS as exc:
+                raise JournalError(f"cannot read the journal: {_one_line(exc)}") from None
+            if changed:
+                self.snapshot("resumed", foreign=changed)
+
     def undo_session(self, session_id: str) -> UndoResult:
         """`ribbit undo SESSION`: every file the session changed goes back to its start state."""
         snapshots = self.session_snapshots(session_id)

@@ -16,8 +16,10 @@ from pydantic import BaseModel, ValidationError
 
 from agent.approvals import ApprovalOrchestrator, ApprovalPolicy, Approver
 from agent.changes import AgentWriteObserver, ChangeGate
+from agent.compaction import Compactor
 from agent.crashlog import describe, one_line
 from agent.events import (
+    CompactionEvent,
     EventSink,
     MessageEvent,
     NoticeEvent,
@@ -154,6 +156,8 @@ class AgentSession:
             outputs=outputs,
         )
         self.after_step = after_step or (lambda step, calls: None)
+        # Called with each task before it joins the conversation (saved sessions mark rewind points).
+        self.before_task: Callable[[str], None] = lambda task: None
         self.messages: list[ChatMessage] = []
         self.steps = 0
         self.total_steps = 0
@@ -167,6 +171,9 @@ class AgentSession:
         # AGENTS.md & co., read once: what the agent writes to them later applies from the next session.
         self.instructions = instructions if instructions is not None else load_instructions(
             self.root, max_total=min(MAX_TOTAL_BYTES, self.limits.context // 4))  # never more than 1/4 of it
+        # The current run's task (compaction restarts from it); None between runs.
+        self.task: str | None = None
+        self.compactor = Compactor(self)
         self._add(ChatMessage(role="system", content=self._system_prompt()))
         self._tell_instructions()
         self._warn_if_no_reasoning_switch()
@@ -205,7 +212,10 @@ class AgentSession:
         self.cancel_event.clear()
         self.steps = 0
         self._malformed_in_row = 0
+        self.compactor.start_run()
         notes = self._take_notes()  # e.g. files changed outside the agent while it was idle
+        self.task = task
+        self.before_task(task)
         self._add(ChatMessage(role="user", content=task + ("\n\n" + notes if notes else "")))
         reason: StopReason = "finished"
         message = "the model finished"
@@ -220,6 +230,7 @@ class AgentSession:
             reason, message = "error", str(exc)
         except Exception as exc:  # a bug, or input nobody foresaw: one line and a summary, never a stack
             reason, message = "error", "internal error: " + describe(exc)
+        self.task = None
         if reason != "finished":
             level: Literal["warning", "error"] = "warning" if reason == "interrupted" else "error"
             self.sink(NoticeEvent(level=level, text=message))
@@ -232,6 +243,18 @@ class AgentSession:
     def cancel(self) -> None:
         """Stop the current generation or tool as soon as possible (any thread)."""
         self.cancel_event.set()
+
+    def compact(self, focus: str = "", trigger: str = "manual") -> CompactionEvent:
+        """Summarise the conversation so far and go on from the summary (`/compact [focus]`, or when the
+        next turn would not fit). Between runs or inside one; ContextFull when it cannot help."""
+        if self.task is None:
+            self.cancel_event.clear()  # between runs: an earlier Esc must not stop this one
+        return self.compactor.compact(trigger=trigger, focus=focus, task=self.task)
+
+    def forget_recent_calls(self) -> None:
+        """The conversation was replaced (a rewind): repeat warnings and malformed counts start again."""
+        self._repeats = RepeatDetector()
+        self._malformed_in_row = 0
 
     def add_note(self, text: str) -> None:
         """A short note for the model's next turn (e.g. files changed outside the agent); any thread."""
@@ -252,12 +275,26 @@ class AgentSession:
         """One assistant turn and its tool calls. True when the model answered without a tool call."""
         if self.steps >= self.limits.max_steps:
             raise StopRun("max_steps", f"reached the limit of {self.limits.max_steps} steps")
+        budget = self.compactor.budget
+        next_prompt = self.compactor.next_prompt()
+        if budget.worthwhile(next_prompt) and budget.due(next_prompt):
+            self.compact(trigger="auto")
+            next_prompt = self.compactor.next_prompt()
+        compactable = budget.worthwhile(next_prompt)
         if self.model.context_used() >= self.limits.context:
             raise StopRun("context", f"the conversation filled the {self.limits.context}-token context")
         self.steps += 1
         self.total_steps += 1
         self.sink(TurnStarted(step=self.steps))
-        turn = self.query()
+        # A turn may write up to the limit, but never into the room a summary needs after it.
+        max_tokens = budget.turn_limit(next_prompt, self.limits.turn_tokens) if compactable else self.limits.turn_tokens
+        try:
+            turn = self.query(max_tokens)
+        except ContextFull:
+            if not compactable:
+                raise
+            self.compact(trigger="overflow")  # the prompt itself no longer fits: go on from a summary
+            return False
         parsed = self.parse(turn)
         calls = [c.model_copy(update={"id": f"call_{self.total_steps}_{i}"}) for i, c in enumerate(parsed.tool_calls)]
         self._add(
@@ -269,10 +306,14 @@ class AgentSession:
         finish = turn.end.finish_reason
         if finish == "cancelled":
             raise StopRun("interrupted", "stopped by the user")
-        if finish == "length":
-            raise StopRun("turn_tokens", f"the model wrote {self.limits.turn_tokens} tokens in one turn without finishing")
+        if compactable and (finish == "context" or (finish == "length" and max_tokens < self.limits.turn_tokens)):
+            # Cut for room, not by the turn cap: summarise (the cut turn included) and go on.
+            self.compact(trigger="overflow")
+            return False
         if finish == "context":
             raise StopRun("context", "the model ran out of context while writing")
+        if finish == "length":
+            raise StopRun("turn_tokens", f"the model wrote {self.limits.turn_tokens} tokens in one turn without finishing")
         if parsed.errors:
             self._malformed(parsed.errors)
             return False
@@ -285,7 +326,7 @@ class AgentSession:
             raise StopRun("interrupted", "stopped by the user")
         return False
 
-    def query(self) -> Turn:
+    def query(self, max_tokens: int | None = None) -> Turn:
         reasoning = self.reasoning  # read once: /think may change it from another thread mid-turn
         self._opens_reasoning = self.model.info.opens_reasoning_for(reasoning)
         splitter = StreamSplitter.for_dialect(
@@ -295,7 +336,7 @@ class AgentSession:
             reasoning_opened=self._opens_reasoning,
         )
         request = GenerationRequest(
-            messages=self.messages, tools=self.specs, max_tokens=self.limits.turn_tokens,
+            messages=self.messages, tools=self.specs, max_tokens=max_tokens or self.limits.turn_tokens,
             should_stop=self.cancel_event.is_set, reasoning=reasoning,
         )
         pieces: list[str] = []
@@ -311,6 +352,10 @@ class AgentSession:
         splitter.flush()
         if end is None:
             raise ModelError("the model backend ended a turn without reporting it")
+        self.report_usage(end)
+        return Turn(text="".join(pieces), end=end)
+
+    def report_usage(self, end: TurnEnd) -> None:
         u = end.usage
         self.sink(
             UsageEvent(
@@ -319,7 +364,10 @@ class AgentSession:
                 prefill_s=round(u.prefill_s, 4), decode_s=round(u.decode_s, 4), cost=u.cost,
             )
         )
-        return Turn(text="".join(pieces), end=end)
+
+    def parse_text(self, text: str, opens_reasoning: bool) -> str:
+        """A turn's text without its reasoning and tool calls (a summary the model wrote)."""
+        return screened(self.parser.parse(text, opens_reasoning)).content
 
     def parse(self, turn: Turn) -> ParsedTurn:
         if turn.end.tool_calls is not None or self.model.info.native_tools:

@@ -11,17 +11,20 @@ from pathlib import Path
 from agent.apply import read_regular
 from agent.approvals import MODES, AllowList, ApprovalPolicy, Approver, Mode
 from agent.diffs import unified_diff
-from agent.events import AgentEvent, EventSink, ExternalChangeEvent, NoticeEvent, SummaryEvent
+from agent.events import AgentEvent, CompactionEvent, EventSink, ExternalChangeEvent, NoticeEvent, SummaryEvent
 from agent.gitcmd import shown
 from agent.journal import Journal, JournalError, UndoResult, project_key, state_home
 from agent.loop import AgentSession, Limits, Notes
 from agent.readstate import ReadState
+from agent.resume import SessionResume
 from agent.sandbox import CommandRunner, LocalRunner, make_runner, sandbox_available
 from agent.sandbox_config import SandboxConfigError, load_settings
 from agent.saved_outputs import SavedOutputs
+from agent.saved_sessions import SavedSession, SessionRecorder
+from agent.transcript import fanout
 from agent.watcher import ExternalChange, RepoWatcher, WatchedRunner
 from models.base import ChatModel, ModelInfo
-from models.chat import ToolCall
+from models.chat import ChatMessage, ToolCall
 
 # Tools whose calls may change files; only steps with one of them are snapshotted (Bash only when
 # a command ran with the repository writable: read-only runs cannot change anything).
@@ -120,6 +123,8 @@ class Workspace:
     no_sandbox: bool = False
     # Cut Bash outputs, kept outside the repository for Read to page through.
     outputs: SavedOutputs | None = None
+    # The saved session (agent.saved_sessions): resume, rewind; None when not saved.
+    saved: SessionResume | None = None
 
     # -- what the UI shows ----------------------------------------------------------------------
 
@@ -175,12 +180,6 @@ class Workspace:
     def set_reasoning(self, on: bool | None) -> bool:
         return self.session.set_reasoning(on)
 
-    def use_model(self, model: ChatModel) -> None:
-        """Go on with this conversation on another model (between runs)."""
-        self.session.use_model(model)
-
-    # Issue 14 adds rewind(), compact() and resume() here.
-
     # -- the checkout ---------------------------------------------------------------------------
 
     def patch(self) -> str:
@@ -220,6 +219,33 @@ class Workspace:
             return None
         return found[0].decode("utf-8", "replace") if found is not None else None
 
+    def compact(self, focus: str = "") -> CompactionEvent:
+        """`/compact [focus]`: the model summarises the conversation, which goes on from the summary."""
+        return self.session.compact(focus=focus)
+
+    def rewind(self, index: int, *, files: bool = True, conversation: bool = True) -> str:
+        """`/rewind`: back to before the user's prompt `index` (agent.resume); one line saying what it did.
+        SessionError / JournalError (one line, nothing changed) where it refuses."""
+        if self.saved is None:
+            from agent.saved_sessions import SessionError
+
+            raise SessionError("this session is not saved, so it has no rewind points")
+        return self.saved.rewind(index, files=files, conversation=conversation)
+
+    def conversation(self) -> list[ChatMessage]:
+        """The conversation after the system prompt, as the model sees it (a copy: what the UI shows)."""
+        return list(self.session.messages[1:])
+
+    def prompts(self) -> list[str]:
+        """The user's prompts in this session, oldest first (what /rewind lists)."""
+        return self.saved.prompts() if self.saved is not None else []
+
+    def use_model(self, model: ChatModel) -> None:
+        """`/model`: the conversation goes on with another model (saved states follow it)."""
+        self.session.use_model(model)
+        if self.saved is not None:
+            self.saved.recorder.use_model(model)
+
     def close(self) -> None:
         """Stop the watcher thread and drop the runner's scratch folder; safe to call more than once."""
         if self.watcher is not None:
@@ -242,7 +268,11 @@ def open_workspace(
     watch: bool = True,
     journal_namespace: str | None = None,
     reasoning: bool | None = None,
+    save: bool = False,
+    resume: SavedSession | None = None,
 ) -> Workspace:
+    """`save`: keep the session on disk as it goes (agent.saved_sessions: the TUI and `ribbit run` do;
+    eval, review and benchmarks do not); `resume`: go on with a saved one (implies save)."""
     root = check_repo(root)
     try:
         settings = load_settings()
@@ -261,8 +291,16 @@ def open_workspace(
     policy = ApprovalPolicy(mode, allow, sandboxed=runner.sandboxed)
     journal = Journal(root, namespace=journal_namespace) if journal_namespace else Journal(root)
     swept = journal.sweep_temp_files()
-    journal.snapshot("start")
+    if resume is not None:
+        journal.adopt(resume.session_id)  # undo goes on where the session left off
+    else:
+        journal.snapshot("start")
     journal_notices = journal.take_notices()
+    recorder: SessionRecorder | None = None
+    if save or resume is not None:
+        recorder = SessionRecorder.resume(resume, model) if resume is not None else SessionRecorder.start(root, journal.session_id, model)
+        recorder.journal_index = lambda: len(journal.snapshots) - 1
+        sink = fanout([sink, recorder])
     sink = locked_sink(sink)
     session_sink = naming_new_repositories(sink, journal)
     read_state = ReadState()
@@ -289,6 +327,22 @@ def open_workspace(
         read_state=read_state, write_observer=watcher, reasoning=reasoning, outputs=outputs,
         notes=notes, after_step=snapshot_changes(journal, base_runner, watcher, sink),
     )
+    saved: SessionResume | None = None
+    if recorder is not None:
+        saved = SessionResume(session, journal, recorder)
+
+        def before_task(prompt: str) -> None:
+            # The files as they are when the prompt arrives: the point /rewind puts them back to.
+            foreign, mixed = watcher.take_since_snapshot() if watcher else (set(), set())
+            for line in journal.record_step("before a prompt", foreign=foreign, mixed=mixed):
+                sink(NoticeEvent(level="warning", text=line))
+            assert recorder is not None
+            recorder.before_task(prompt)
+
+        session.before_task = before_task
+        if resume is not None:
+            saved.restore(resume)
+        recorder.attach(session.messages)
     for notice in notices:
         # Only what the user must know about goes to the live stream; the rest is in `notices`.
         # (--no-sandbox was the user's own choice: the status bar says it, no warning needed.)
@@ -297,7 +351,7 @@ def open_workspace(
     return Workspace(
         session=session, journal=journal, runner=runner, watcher=watcher, sandbox_status=sandbox_status,
         watch_status=watcher.message if watcher else "", notices=notices, no_sandbox=no_sandbox,
-        outputs=outputs,
+        outputs=outputs, saved=saved,
     )
 
 

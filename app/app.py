@@ -25,12 +25,13 @@ from textual.worker import Worker, WorkerState
 
 from agent.approvals import ApprovalDecision, ApprovalRequest, BashApprovalRequest, EditApprovalRequest
 from agent.events import (
-    AgentEvent, ExternalChangeEvent, MessageEvent, ModeChanged, NoticeEvent, PrefillEvent, ReasoningDelta, SummaryEvent,
+    AgentEvent, CompactionEvent, ExternalChangeEvent, MessageEvent, ModeChanged, NoticeEvent, PrefillEvent, ReasoningDelta, SummaryEvent,
     TextDelta, ToolCallEvent, ToolResultEvent, TurnStarted, UsageEvent,
 )
 from agent.instructions import INIT_TASK
 from agent.journal import JournalError
 from agent.loop import Limits, no_reasoning_switch
+from agent.saved_sessions import SavedSession, SessionError, SessionStore
 from agent.workspace import ModeError, SetupError, Workspace, open_workspace
 from app.messages import (
     ApprovalRequested, EventsReady, ModelLoaded, PromptSubmitted, RunFinished, SetupFailed, WorkspaceReady,
@@ -40,6 +41,7 @@ from app.screens.main import MainScreen
 from app.screens.pacing import PacedScreen
 from app.screens.review import EditReviewScreen
 from app.screens.session_diff import SessionDiffScreen
+from app.screens.sessions import RewindChoice, RewindScreen, SessionPickerScreen
 from app.visible import visible
 from app.widgets.prompt import MODE_ARGS, SLASH_COMMANDS
 from models.base import ChatModel, ModelError
@@ -214,6 +216,9 @@ class AppConfig:
     no_sandbox: bool = False
     limits: Limits | None = None
     reasoning: bool | None = None  # --reasoning on|off; None: the model's default
+    # `ribbit -c`: the last saved session; `--resume ID`: that one; `--resume` alone (""): a picker.
+    continue_last: bool = False
+    resume: str | None = None
 
 
 @dataclass
@@ -274,12 +279,26 @@ class RibbitApp(App[int]):
     async def _start(self) -> None:
         if self.config.model is None and resolve_spec(None) in DEFAULT_SPECS:
             await self.main.transcript.add_notice(FIRST_RUN_HINT, "info")
-        self.open_session()
+        if self.config.resume == "":  # `--resume` without an ID: choose
+            sessions = SessionStore(self.config.repo).list()
+            if sessions:
+                self.push_screen(SessionPickerScreen(sessions), callback=self._picked)
+                return
+            await self.main.transcript.add_notice("no saved session in this repository; starting a new one")
+        self.open_session(self.config.resume or None)
+
+    def _picked(self, session_id: str | None) -> None:
+        self.open_session(session_id)
 
     @work(thread=True, exclusive=True, group="setup")
-    def open_session(self) -> None:
+    def open_session(self, session_id: str | None = None) -> None:
         cfg = self.config
         try:
+            resume: SavedSession | None = None
+            if cfg.continue_last:
+                resume = SessionStore(cfg.repo).latest()
+            elif session_id:
+                resume = SessionStore(cfg.repo).load(session_id)
             if cfg.mode == "review":
                 raise SetupError("review mode is not available in the TUI yet; use `ribbit run --mode review TASK`")
             model = cfg.model if cfg.model is not None and not isinstance(cfg.model, str) else load_model(
@@ -290,9 +309,9 @@ class RibbitApp(App[int]):
             workspace = open_workspace(
                 model, cfg.repo, mode=cfg.mode, approver=self.approver, sink=self.bridge.sink,  # type: ignore[arg-type]
                 limits=cfg.limits or Limits(context=cfg.context), no_sandbox=cfg.no_sandbox,
-                reasoning=cfg.reasoning,
+                reasoning=cfg.reasoning, save=True, resume=resume,
             )
-        except (ModelError, SetupError, JournalError, OSError) as exc:
+        except (ModelError, SetupError, JournalError, SessionError, OSError) as exc:
             self.post_message(SetupFailed(str(exc)))
             return
         self.post_message(WorkspaceReady(workspace))
@@ -307,9 +326,27 @@ class RibbitApp(App[int]):
         # Everything loaded so far lives for the whole session: keep it out of the collector's
         # full passes, which otherwise grow into pauses a keystroke can feel.
         gc.freeze()
+        await self.show_conversation()
         if self.pending_task is not None:
             task, self.pending_task = self.pending_task, None
             self.start_task(task)
+
+    async def show_conversation(self) -> None:
+        """A resumed (or rewound) conversation in the transcript: the prompts and the model's answers."""
+        assert self.workspace is not None
+        transcript = self.main.transcript
+        for message in self.workspace.conversation():
+            if message.role == "user":
+                await transcript.add_user(message.content)
+            elif message.role == "assistant" and message.content.strip():
+                await transcript.stream_text(message.content)
+                await transcript.end_turn()
+            elif message.role == "assistant" and message.tool_calls:
+                for call in message.tool_calls:
+                    await transcript.add_tool_call(call)
+            elif message.role == "tool" and message.tool_call_id:
+                transcript.set_tool_result(message.tool_call_id, message.content, message.content.startswith("Error:"))
+
 
     def show_model(self, workspace: Workspace) -> None:
         info, status, limits = workspace.model_info, self.main.status, workspace.limits
@@ -455,6 +492,11 @@ class RibbitApp(App[int]):
             await transcript.add_notice(item.text, item.level)
         elif isinstance(item, ModeChanged):
             status.mode = item.mode
+        elif isinstance(item, CompactionEvent):
+            status.context_used = item.after_tokens
+            if item.trigger != "manual":  # /compact says it when it returns
+                await transcript.add_notice(
+                    f"compacted the conversation to fit the context: {item.before_tokens} → {item.after_tokens} tokens")
         elif isinstance(item, SummaryEvent):
             await transcript.end_turn()
             if item.stop_reason == "finished":
@@ -545,6 +587,16 @@ class RibbitApp(App[int]):
             self.show_session_diff()
         elif command == "/undo":
             self.undo()
+        elif command == "/compact":
+            self.busy = True
+            self.main.status.activity = "compacting"
+            self.compact(arg)
+        elif command == "/rewind":
+            prompts = self.workspace.prompts()
+            if not prompts:
+                await transcript.add_notice("nothing to rewind: no prompt in this session yet", "warning")
+            else:
+                self.push_screen(RewindScreen(prompts), callback=self._rewind_chosen)
         elif command == "/init":
             await transcript.add_user("/init")
             await transcript.add_notice("asking the model to draft AGENTS.md; its Write is shown as a diff like any other")
@@ -642,6 +694,52 @@ class RibbitApp(App[int]):
             return
         self.call_from_thread(self.main.transcript.add_notice, result.summary())
 
+    @work(thread=True, exclusive=True, group="agent")
+    def compact(self, focus: str) -> None:
+        """`/compact [focus]`: the model summarises the conversation, which goes on from the summary."""
+        assert self.workspace is not None
+        try:
+            event = self.workspace.compact(focus)
+            text = f"compacted: {event.before_tokens} → {event.after_tokens} tokens; the conversation goes on from the summary"
+            level = "info"
+        except ModelError as exc:
+            text, level = f"compact: {exc}", "error"
+        except Exception as exc:  # a bug: one line, the app goes on
+            text, level = f"compact failed: {type(exc).__name__}: {exc}", "error"
+        self.call_from_thread(self._compacted, text, level)
+
+    async def _compacted(self, text: str, level: str) -> None:
+        await self.drain()
+        self.busy = False
+        self.main.status.activity = ""
+        self.main.status.context_used = self.workspace.context_used() if self.workspace else 0
+        await self.main.transcript.add_notice(text, level)
+
+    def _rewind_chosen(self, choice: RewindChoice | None) -> None:
+        if choice is not None:
+            self.rewind(choice)
+
+    @work(thread=True, exclusive=True, group="undo")
+    def rewind(self, choice: RewindChoice) -> None:
+        """Back to before an earlier prompt (files, conversation or both); refusals are one line."""
+        assert self.workspace is not None
+        prompt = self.workspace.prompts()[choice.index]
+        try:
+            text = self.workspace.rewind(choice.index, files=choice.files, conversation=choice.conversation)
+        except (JournalError, SessionError) as exc:
+            self.call_from_thread(self.main.transcript.add_notice, f"rewind: {exc}", "error")
+            return
+        self.call_from_thread(self._rewound, text, prompt if choice.conversation else None)
+
+    async def _rewound(self, text: str, prompt: str | None) -> None:
+        transcript = self.main.transcript
+        if prompt is not None:  # the conversation went back: show it as it is now, the prompt ready to edit
+            await transcript.clear()
+            await self.show_conversation()
+            self.main.prompt.text = prompt
+        self.main.status.context_used = self.workspace.context_used() if self.workspace else 0
+        await transcript.add_notice(f"rewound: {text}")
+
     @work(thread=True, exclusive=True, group="diff")
     def show_session_diff(self) -> None:
         """`/diff`: the session's changes (git runs here, off the UI thread), then the screen."""
@@ -665,9 +763,11 @@ def make_app(
     no_sandbox: bool = False,
     limits: Limits | None = None,
     reasoning: bool | None = None,
+    continue_last: bool = False,
+    resume: str | None = None,
 ) -> RibbitApp:
     """The one way to build the app: used by `ribbit` (tui_main) and by the tests."""
     return RibbitApp(
         AppConfig(repo=Path(repo), model=model, mode=mode, context=context, no_sandbox=no_sandbox, limits=limits,
-                  reasoning=reasoning)
+                  reasoning=reasoning, continue_last=continue_last, resume=resume)
     )

@@ -79,6 +79,10 @@ def tui_parser() -> Parser:
     add_common(parser)
     parser.add_argument("--context", type=positive, default=131_072, help="context window in tokens")
     parser.add_argument("--no-sandbox", action="store_true", help="run Bash without the sandbox")
+    parser.add_argument("-c", "--continue", dest="cont", action="store_true",
+                        help="reopen the last session in this repository")
+    parser.add_argument("--resume", nargs="?", const="", default=None, metavar="ID",
+                        help="reopen a saved session (without ID: choose one from a list)")
     parser.epilog = "subcommands: " + ", ".join(SUBCOMMANDS) + " (ribbit SUBCOMMAND --help)"
     return parser
 
@@ -93,6 +97,9 @@ def run_parser() -> Parser:
     parser.add_argument("--transcript", default=None, help="write JSON Lines events to FILE")
     parser.add_argument("--patch-out", default=None, help="write the patch to FILE instead of stdout")
     parser.add_argument("--no-sandbox", action="store_true", help="run Bash without the sandbox")
+    parser.add_argument("-c", "--continue", dest="cont", action="store_true",
+                        help="go on with the last session in this repository (its conversation, its undo journal)")
+    parser.add_argument("--resume", default=None, metavar="ID", help="go on with the saved session ID")
     return parser
 
 

@@ -11,9 +11,10 @@ from agent.approvals import ApprovalDecision, ApprovalRequest, Approver, BashApp
 from agent.events import AgentEvent, EventSink, NoticeEvent, StopReason, SummaryEvent
 from agent.journal import JournalError
 from agent.loop import Limits, run_interruptibly
+from agent.saved_sessions import SavedSession, SessionError, SessionStore
 from agent.transcript import TranscriptWriter, fanout
 from agent.unicode_text import valid_unicode
-from agent.workspace import SetupError, open_workspace
+from agent.workspace import SetupError, check_repo, open_workspace
 from app.visible import visible
 from models.base import ChatModel, ModelError
 from models.spec import load_model
@@ -136,6 +137,17 @@ def write_patch(patch: str, stdout: IO[str]) -> None:
     stdout.flush()
 
 
+def saved_session(args: argparse.Namespace) -> SavedSession | None:
+    """The saved session `--continue` / `--resume ID` names, or None for a new one."""
+    if getattr(args, "cont", False) and getattr(args, "resume", None):
+        raise SessionError("--continue and --resume name different sessions; give one")
+    if getattr(args, "cont", False):
+        return SessionStore(check_repo(args.repo)).latest()
+    if getattr(args, "resume", None):
+        return SessionStore(check_repo(args.repo)).load(args.resume)
+    return None
+
+
 def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: IO[str] | None = None) -> int:
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
@@ -146,6 +158,10 @@ def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: I
         return 2
     limits = Limits(max_steps=args.max_steps, context=args.context, turn_tokens=args.max_turn_tokens,
                     tool_output_tokens=args.tool_output_tokens)
+    try:
+        resume = saved_session(args)
+    except (SetupError, SessionError) as exc:
+        return fail(str(exc))
     writer = TranscriptWriter(Path(args.transcript)) if args.transcript else None
     try:
         model = load_model(args.model, context=args.context)
@@ -154,17 +170,21 @@ def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: I
     sink = fanout([s for s in (ProgressPrinter(sys.stderr), writer) if s is not None])
     try:
         if args.mode == "review":
+            if resume is not None:
+                return fail("review mode works in a worktree of its own and cannot continue a saved session")
             return run_review(model, args, task, limits, sink, StdinApprover(reader, sys.stderr), stdout)
         workspace = open_workspace(
             model, Path(args.repo), mode=args.mode, approver=StdinApprover(reader, sys.stderr), sink=sink,
-            limits=limits, no_sandbox=args.no_sandbox, reasoning=args.reasoning,
+            limits=limits, no_sandbox=args.no_sandbox, reasoning=args.reasoning, save=True, resume=resume,
         )
+        if workspace.saved is not None:
+            print(f"ribbit: session {workspace.saved.session_id} (go on with: ribbit run --continue TASK)", file=sys.stderr)
         try:
             summary = run_interruptibly(workspace, task)
             patch = workspace.patch()
         finally:
             workspace.close()  # stops the watcher thread (in-process callers run many sessions)
-    except (SetupError, JournalError, ModelError, OSError) as exc:
+    except (SetupError, JournalError, ModelError, SessionError, OSError) as exc:
         return fail(str(exc))
     finally:
         if writer:

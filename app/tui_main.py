@@ -6,19 +6,28 @@ import argparse
 import sys
 
 from agent.loop import Limits
+from agent.saved_sessions import SessionError, SessionStore
 from agent.workspace import SetupError, check_repo
+from app.visible import visible
 from app.app import make_app
 
 
 def tui_main(args: argparse.Namespace) -> int:
     try:
         root = check_repo(args.repo)
-    except SetupError as exc:
-        print(f"ribbit: error: {exc}", file=sys.stderr)
+        if getattr(args, "cont", False) and getattr(args, "resume", None) is not None:
+            raise SetupError("--continue and --resume name different sessions; give one")
+        if getattr(args, "cont", False):
+            SessionStore(root).latest()  # nothing to continue: say so before the screen opens
+        elif getattr(args, "resume", None):
+            SessionStore(root).load(args.resume)
+    except (SetupError, SessionError) as exc:
+        print(f"ribbit: error: {visible(str(exc), one_line=True)}", file=sys.stderr)
         return 1
     app = make_app(
         root, args.model, mode=args.mode, context=args.context, no_sandbox=args.no_sandbox,
         reasoning=args.reasoning, limits=Limits(context=args.context, tool_output_tokens=args.tool_output_tokens),
+        continue_last=getattr(args, "cont", False), resume=getattr(args, "resume", None),
     )
     try:
         code = app.run()

@@ -19,6 +19,7 @@ Backend-specific extras beyond the ChatModel protocol:
 from __future__ import annotations
 
 import codecs
+import hashlib
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -54,10 +55,21 @@ from models.gguf_meta import read_metadata
 from models.grammar import ToolCallGrammar, literal
 from models.llama_runtime import LlamaRuntime
 from models.memory import MemoryPlan, available_memory, model_shape, plan_memory
+from models.saved_points import (
+    GENERATED,
+    PointMeta,
+    consumed_matches,
+    load_state_file,
+    message_hash,
+    read_meta,
+    save_state_file,
+    write_meta,
+)
 from models.state_cache import (
     DiskStateCache,
     Snapshot,
     SnapshotStore,
+    _set_tokens,
     capture_state,
     model_identity,
     restore_state,
@@ -262,6 +274,12 @@ class LlamaCppModel:
         self.snapshots = SnapshotStore(budget=snapshot_budget)
         identity = model_identity(path, kv=self.plan.kv_type, flash=self.plan.flash_attn)
         self.disk = DiskStateCache(identity, state_dir) if persist_states else None
+        # A saved conversation (models.saved_points) also depends on the recurrent rollback cells and on
+        # the template that rendered it.
+        self.identity = model_identity(
+            path, kv=self.plan.kv_type, flash=self.plan.flash_attn, rollback=self.plan.rollback_tokens,
+            template=hashlib.sha256(self.template.source.encode()).hexdigest()[:16],
+        )
         self.stats = EngineStats()
         self._grammars: dict[str, ToolCallGrammar | None] = {}
         self._lookup = LookupDrafter()
@@ -398,6 +416,66 @@ class LlamaCppModel:
             return False
         self._consumed, self._pending = [], []
         return True
+
+    def prompt_tokens(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> int:
+        """How many tokens the next turn's prompt holds, counted without evaluating anything (compaction)."""
+        messages, tool_list = list(messages), list(tools)
+        prints = [fingerprint(m) for m in messages]
+        if self._consumed and self._extends(messages, prints, self._consumed):
+            new = self._continuation(messages, len(self._consumed), tool_list)
+            return self.llm.n_tokens + len(self._pending) + len(new)
+        return sum(len(tokens) for tokens, _ in self._prompt_parts(messages, tool_list, with_rest=True))
+
+    # -- saved points (models.saved_points): resume and rewind in another process ------------------
+
+    def state_identity(self) -> str:
+        return self.identity
+
+    def save_point(self, path: Path) -> bool:
+        """Save the stream as it is after the last turn (state file + what it covers)."""
+        tokens = self.stream_tokens()
+        if not tokens or not self._consumed:
+            return False
+        meta = PointMeta(
+            identity=self.identity, n_tokens=len(tokens), pending=list(self._pending),
+            consumed=[GENERATED if seen == _GENERATED else message_hash(seen) for seen in self._consumed],
+        )
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return False
+        if not save_state_file(self.llm, path, tokens):
+            return False
+        try:
+            write_meta(path, meta)
+        except OSError:
+            path.unlink(missing_ok=True)
+            return False
+        return True
+
+    def load_point(self, path: Path, messages: list[ChatMessage]) -> str | None:
+        """Continue from a saved point of `messages`' conversation; None when loaded, else why not."""
+        meta = read_meta(path)
+        if isinstance(meta, str):
+            return meta
+        if meta.identity != self.identity:
+            return "it was saved with another model or other engine settings"
+        prints = [fingerprint(m) for m in messages]
+        if not meta.consumed or not consumed_matches(meta.consumed, prints, [m.role for m in messages]):
+            return "its saved state does not belong to this conversation"
+        n_vocab = self.llm.n_vocab()
+        if meta.n_tokens >= self.info.context_length or any(not 0 <= t < n_vocab for t in meta.pending):
+            return "its saved state does not fit this context"
+        tokens = load_state_file(self.llm, path, meta.n_tokens)
+        if tokens is None or any(not 0 <= t < n_vocab for t in tokens):
+            self.reset()
+            return "llama.cpp refused its saved state"
+        _set_tokens(self.llm, tokens)
+        self._consumed = [_GENERATED if seen == GENERATED else prints[i] for i, seen in enumerate(meta.consumed)]
+        self._pending = list(meta.pending)
+        self.stats.disk_loads += 1
+        self.stats.restored += len(tokens)
+        return None
 
     def last_logits(self) -> Any:
         """The logits after the last evaluated token, as a numpy array (tests, diagnostics)."""

@@ -14,7 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from models.base import Chunk, GenerationRequest, ModelError, ModelInfo, TextChunk, TurnEnd, Usage
+from models.chat import ChatMessage, ToolSpec
 from models.dialects import detect_dialect
+from models.saved_points import PointMeta, read_meta, write_meta
 
 _PIECES = re.compile(r"\s*\S+|\s+")
 
@@ -53,10 +55,15 @@ class ReplayModel:
         self.position = 0
         self._context = 0
         sample = "\n".join(self.turns)
-        self.info = ModelInfo(name=f"replay:{path.name}", path=str(path), dialect=detect_dialect(sample))
+        # No window of its own: the --context limit is the only one a replayed session has.
+        self.info = ModelInfo(name=f"replay:{path.name}", path=str(path), dialect=detect_dialect(sample),
+                              context_length=1 << 30)
+
+    def prompt_tokens(self, messages: list[ChatMessage], tools: list[ToolSpec]) -> int:
+        return sum(estimate_tokens(m.content) + 4 for m in messages)
 
     def generate(self, request: GenerationRequest) -> Iterator[Chunk]:
-        prompt = sum(estimate_tokens(m.content) + 4 for m in request.messages)
+        prompt = self.prompt_tokens(list(request.messages), list(request.tools))
         cached = min(self._context, prompt)
         text = self.turns[self.position] if self.position < len(self.turns) else self.final_text
         self.position += 1
@@ -83,6 +90,39 @@ class ReplayModel:
 
     def context_used(self) -> int:
         return self._context
+
+    # A replayed session saves where it is in the recording: a resumed one goes on from the next line.
+
+    def state_identity(self) -> str:
+        try:
+            stat = self.path.stat()
+            return f"replay:{self.path.resolve()}|{stat.st_size}"
+        except OSError:
+            return f"replay:{self.path}"
+
+    def save_point(self, path: Path) -> bool:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"position": self.position}))
+            write_meta(path, PointMeta(identity=self.state_identity(), n_tokens=self._context, consumed=["replay"]))
+        except OSError:
+            return False
+        return True
+
+    def load_point(self, path: Path, messages: list[ChatMessage]) -> str | None:
+        meta = read_meta(path)
+        if isinstance(meta, str):
+            return meta
+        if meta.identity != self.state_identity():
+            return "it was saved with another model"
+        try:
+            position = json.loads(path.read_text())["position"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return "its saved state is corrupt"
+        if not isinstance(position, int) or position < 0:
+            return "its saved state is corrupt"
+        self.position, self._context = position, meta.n_tokens
+        return None
 
     def close(self) -> None:
         pass

@@ -14,6 +14,8 @@ SLASH_COMMANDS: dict[str, str] = {
     "/help": "show keys and commands",
     "/diff": "everything this session changed, file by file",
     "/undo": "revert the last applied change",
+    "/rewind": "back to before an earlier prompt: its files, the conversation, or both",
+    "/compact": "summarise the conversation to free the context: /compact [what to focus on]",
     "/clear": "clear the transcript and start a new conversation",
     "/mode": "show or set the approval mode: /mode ask|auto-edit|full-auto",
     "/model": "show the model in use, or switch to another: /model SPEC",

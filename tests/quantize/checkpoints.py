@@ -49,16 +49,21 @@ _CORPUS = [
 ]
 
 
-def train_tokenizer(out: Path, *, regex: str, bos: str | None, eos: str, specials: list[str]) -> PreTrainedTokenizerFast:
+def train_tokenizer(
+    out: Path, *, regex: str, bos: str | None, eos: str, specials: list[str], vocab_size: int = 700,
+    corpus: list[str] | None = None,
+) -> PreTrainedTokenizerFast:
+    """`vocab_size` / `corpus`: a richer tokenizer (more merges, trained on more text) for tests whose
+    token counts should look like a real model's on that text."""
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence(
         [pre_tokenizers.Split(Regex(regex), behavior="isolated"), pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
     )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=700, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+        vocab_size=vocab_size, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
     )
-    tok.train_from_iterator(_CORPUS * 20, trainer)
+    tok.train_from_iterator((_CORPUS + (corpus or [])) * 20, trainer)
     # Qwen-style non-special added tokens: matched whole, but not "special"
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in ("<think>", "</think>", "<tool_call>")])
     if bos is not None:
@@ -88,12 +93,14 @@ def _save(model: torch.nn.Module, out: Path) -> None:
     model.to(torch.bfloat16).save_pretrained(out)
 
 
-def make_qwen35(out: Path, *, mtp: bool = True, vision: bool = True, seed: int = 0) -> Path:
+def make_qwen35(
+    out: Path, *, mtp: bool = True, vision: bool = True, seed: int = 0, vocab_size: int = 700, corpus: list[str] | None = None,
+) -> Path:
     from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
 
     out.mkdir(parents=True, exist_ok=True)
     tok = train_tokenizer(out, regex=QWEN35_REGEX, bos=None, eos="<|im_end|>",
-                          specials=["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
+                          specials=["<|endoftext|>", "<|im_start|>", "<|im_end|>"], vocab_size=vocab_size, corpus=corpus)
     cfg = Qwen3_5TextConfig(
         vocab_size=len(tok) + 5,  # padded like the real 248,320 vocabulary
         hidden_size=64, intermediate_size=128, num_hidden_layers=4,

@@ -6,6 +6,7 @@ disk must say exactly that.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -107,3 +108,63 @@ def test_real_program_in_tmux_approves_one_edit_and_rejects_another(repo: Path, 
     assert not (repo / "NOTES.md").exists()
     leftovers = [p.name for p in repo.iterdir() if p.name.endswith(".ribbit-tmp")]
     assert leftovers == []
+
+
+def test_ribbit_c_in_tmux_reopens_the_last_session(repo: Path, replay_file, tmp_path: Path) -> None:
+    """`ribbit -c` in a new process: the last session's conversation is back on screen, the model goes on
+    from its saved position (nothing read again), and the new work joins the same saved session."""
+    replay = replay_file(
+        xml_call("Read", file_path="calc.py"),
+        xml_call("Edit", file_path="calc.py", old_string="a - b", new_string="a + b"),
+        "Fixed add.",
+        xml_call("Write", file_path="NOTES.md", content="# notes\n"),
+        "Notes written.",
+    )
+    tmux = Tmux(f"ribbit-test-c-{os.getpid()}")
+    env = {
+        "XDG_STATE_HOME": str(tmp_path / "state"), "XDG_CACHE_HOME": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT),
+        "TERM": "xterm-256color", "PATH": os.environ.get("PATH", ""), "PYTHONFAULTHANDLER": "1",
+        "HOME": os.environ.get("HOME", str(tmp_path)),
+    }
+
+    def start(*extra: str, status_file: Path) -> None:
+        command = " ".join(
+            [f"{k}={v!r}" for k, v in env.items()]
+            + [sys.executable, "-m", "app.cli", "--repo", str(repo), "--model", f"replay:{replay}", "--no-sandbox",
+               "--mode", "auto-edit", *extra]
+        ) + f"; echo $? > {status_file}"
+        tmux("respawn-pane", "-k", "-t", "ribbit", "sh", "-c", command)
+
+    def quit_(status_file: Path) -> None:
+        tmux("send-keys", "-t", "ribbit", "C-c")
+        tmux.wait_for("Press Ctrl+C again to quit")
+        tmux("send-keys", "-t", "ribbit", "C-c")
+        assert tmux.exit_status(status_file) == 0
+
+    try:
+        tmux("new-session", "-d", "-s", "ribbit", "-x", "120", "-y", "40", "-c", str(ROOT), "bash", "--norc")
+        tmux("set-option", "-t", "ribbit", "remain-on-exit", "on")
+        start(status_file=tmp_path / "first")
+        tmux.wait_for("replay:replay.jsonl")
+        tmux("send-keys", "-t", "ribbit", "-l", "fix add please")
+        tmux("send-keys", "-t", "ribbit", "Enter")
+        tmux.wait_for("done after 3 steps")
+        quit_(tmp_path / "first")
+
+        start("-c", status_file=tmp_path / "second")
+        screen = tmux.wait_for("Fixed add.")  # the old conversation, shown again
+        assert "fix add please" in screen and "nothing is read again" in screen
+        tmux("send-keys", "-t", "ribbit", "-l", "now write notes")
+        tmux("send-keys", "-t", "ribbit", "Enter")
+        tmux.wait_for("done after 2 steps · files changed: NOTES.md")
+        quit_(tmp_path / "second")
+    finally:
+        subprocess.run(["tmux", "-L", tmux.socket, "kill-server"], capture_output=True)
+
+    assert (repo / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+    assert (repo / "NOTES.md").read_text() == "# notes\n"
+    state = tmp_path / "state" / "ribbit" / "projects"
+    sessions = [p for p in state.glob("*/sessions/*") if p.is_dir()]
+    assert len(sessions) == 1  # one session, continued
+    saved = json.loads((sessions[0] / "session.json").read_text())
+    assert [t["prompt"] for t in saved["tasks"]] == ["fix add please", "now write notes"]
