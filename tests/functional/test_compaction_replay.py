@@ -25,7 +25,8 @@ def test_a_session_that_overflows_a_4k_context_finishes_through_compaction(capsy
         xml_call("Edit", file_path="calc.py", old_string="a - b", new_string="a + b"),
         "Fixed: add() now adds.",
     ]
-    result = ribbit_run(capsys, tmp_path, repo, replay_file(*turns), "--context", "4096", "--mode", "auto-edit")
+    result = ribbit_run(capsys, tmp_path, repo, replay_file(*turns), "--context", "4096", "--mode", "auto-edit",
+                        "--tool-output-tokens", "4000")  # results whole, so the context overflows
     assert result.code == 0, result.stderr
     assert (repo / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"  # the task is done, on disk
     compactions = result.of_type("compaction")
@@ -50,7 +51,8 @@ def test_the_compaction_limit_ends_a_loop_of_them_with_exit_3(capsys, tmp_path, 
     turns = []
     for _ in range(MAX_COMPACTIONS_PER_RUN + 1):
         turns += [xml_call("Read", file_path="big.txt"), SUMMARY]
-    result = ribbit_run(capsys, tmp_path, repo, replay_file(*turns), "--context", "4096", "--mode", "auto-edit")
+    result = ribbit_run(capsys, tmp_path, repo, replay_file(*turns), "--context", "4096", "--mode", "auto-edit",
+                        "--tool-output-tokens", "4000")  # results whole, so the context overflows
     assert result.code == 3, result.stderr
     assert len(result.of_type("compaction")) == MAX_COMPACTIONS_PER_RUN
     summary = result.events[-1]
