@@ -8,7 +8,7 @@ import threading
 import warnings
 from collections.abc import Sequence
 
-from agent.approvals import MODES
+from agent.core.approvals import MODES
 from models.drafting import DRAFT_MODES
 
 SUBCOMMANDS = ("run", "quantize", "eval", "doctor", "undo")
@@ -110,7 +110,7 @@ def report_thread_failures() -> None:
     def hook(args: threading.ExceptHookArgs) -> None:
         if args.exc_type is SystemExit or args.exc_value is None:
             return
-        from agent.crashlog import describe
+        from agent.core.crashlog import describe
         from app.visible import visible
 
         name = args.thread.name if args.thread is not None else "a background thread"
@@ -164,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # the contract: one line and exit 1, never a traceback
-        from agent.crashlog import describe
+        from agent.core.crashlog import describe
         from app.visible import visible
 
         print(f"ribbit: error: internal error: {visible(describe(exc), one_line=True)}", file=sys.stderr)

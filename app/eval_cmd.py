@@ -18,7 +18,7 @@ from typing import TextIO
 from agent.evaluation.report import OUTCOME_LABELS, markdown_report, model_labels
 from agent.evaluation.runner import EvalConfig, EvalProgress, EvalRun
 from agent.evaluation.tasks import TaskFileError, load_tasks, select
-from agent.loop import Limits
+from agent.core.loop import Limits
 from models.api_keys import redact
 from models.base import ModelError
 from app.cli import Parser as EvalParser

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 
 from textual.message import Message
 
-from agent.approvals import ApprovalDecision, ApprovalRequest
+from agent.core.approvals import ApprovalDecision, ApprovalRequest
 
 if TYPE_CHECKING:
-    from agent.workspace import Workspace
+    from agent.checkout.workspace import Workspace
     from models.base import ChatModel
 
 

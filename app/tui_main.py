@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from agent.loop import Limits
-from agent.saved_sessions import SessionError, SessionStore
-from agent.workspace import SetupError, check_repo
+from agent.core.loop import Limits
+from agent.core.saved_sessions import SessionError, SessionStore
+from agent.checkout.workspace import SetupError, check_repo
 from app.visible import visible
 from app.app import make_app
 

@@ -26,8 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from agent.prompt import system_prompt
-from agent.tools import default_tools
+from agent.core.prompt import system_prompt
+from agent.core.tools import default_tools
 from models.base import GenerationRequest, TextChunk, TurnEnd
 from models.chat import ChatMessage, ToolCall
 from models.dialects import parser_for

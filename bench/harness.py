@@ -17,10 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from agent.approvals import RejectAll
-from agent.events import AgentEvent
-from agent.transcript import TranscriptWriter
-from agent.workspace import open_workspace
+from agent.core.approvals import RejectAll
+from agent.core.events import AgentEvent
+from agent.core.transcript import TranscriptWriter
+from agent.checkout.workspace import open_workspace
 from models.replay import ReplayModel
 
 

@@ -30,16 +30,16 @@ MEMORY_CAP = 4 * 1024**3
 
 
 def _context(root: Path):  # type: ignore[no-untyped-def]
-    from agent.approvals import AllowList, ApprovalOrchestrator, ApprovalPolicy
-    from agent.changes import ChangeGate
-    from agent.readstate import ReadState
-    from agent.sandbox import LocalRunner
-    from agent.tools import ToolContext
-    from agent.tools.base import ShellState
+    from agent.core.approvals import AllowList, ApprovalOrchestrator, ApprovalPolicy
+    from agent.checkout.changes import ChangeGate
+    from agent.checkout.readstate import ReadState
+    from agent.checkout.sandbox import LocalRunner
+    from agent.core.tools import ToolContext
+    from agent.core.tools.base import ShellState
 
     class Yes:
         def decide(self, request):  # type: ignore[no-untyped-def]
-            from agent.approvals import ApprovalDecision
+            from agent.core.approvals import ApprovalDecision
 
             return ApprovalDecision(approved=True)
 
@@ -54,7 +54,7 @@ def _context(root: Path):  # type: ignore[no-untyped-def]
 
 
 def _call(ctx, name: str, **arguments: object) -> str:  # type: ignore[no-untyped-def]
-    from agent.tools import ToolError, default_tools
+    from agent.core.tools import ToolError, default_tools
 
     tool = default_tools()[name]
     try:
@@ -167,7 +167,7 @@ def edit_closest_similar_lines(work: Path) -> Callable[[], str]:
 
 def _parse(dialect: str, text: str) -> Callable[[], str]:
     from models.dialects import parser_for
-    from agent.tools import default_tools
+    from agent.core.tools import default_tools
 
     parser = parser_for(dialect, [t.spec() for t in default_tools().values()])
 

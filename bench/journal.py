@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from agent.journal import Journal
+from agent.checkout.journal import Journal
 from bench.harness import make_repo
 
 

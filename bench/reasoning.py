@@ -36,11 +36,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from agent.approvals import RejectAll
-from agent.events import AgentEvent, UsageEvent
-from agent.loop import Limits
-from agent.sandbox import sandbox_available
-from agent.workspace import open_workspace
+from agent.core.approvals import RejectAll
+from agent.core.events import AgentEvent, UsageEvent
+from agent.core.loop import Limits
+from agent.checkout.sandbox import sandbox_available
+from agent.checkout.workspace import open_workspace
 from bench.reasoning_sessions import TASKS, ScriptedTask, forced_turns
 from models.base import Chunk, GenerationRequest, TurnEnd
 from models.llama_backend import LlamaCppModel

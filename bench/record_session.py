@@ -36,7 +36,7 @@ def turns(repo: Path) -> list[str]:
     start = old.index("    def draft_length(self, match: int) -> int:")
     draft_length = old[start : old.index("\n\n", start)]
     new_length = draft_length.replace("return MAX_DRAFT if match >= 4 else 2 * match", "return MAX_DRAFT if match >= 4 else max(2, 2 * match)")
-    glob_old = lines(repo, "agent/tools/glob.py", 1, 400)
+    glob_old = lines(repo, "agent/core/tools/glob.py", 1, 400)
     doc_end = glob_old.index('"""', 3) + 3
     glob_doc = glob_old[:doc_end]
     think = "</think>\n\n"
@@ -52,9 +52,9 @@ def turns(repo: Path) -> list[str]:
         "Check it imports.\n" + think + call("Bash", command=f"{sys.executable} -c 'import models.drafting as d; print(d.LookupDrafter().draft_length(1))'"),
         "Look at the memory planner's rollback accounting too.\n" + think + call("Read", file_path="models/memory.py", offset=150, limit=50),
         "Does anything else mention the constant?\n" + think + call("Bash", command="git grep -n 'MAX_DRAFT' -- '*.py' | head -20"),
-        "The glob tool's docstring mentions drafting? Let me check.\n" + think + call("Read", file_path="agent/tools/glob.py", limit=40),
+        "The glob tool's docstring mentions drafting? Let me check.\n" + think + call("Read", file_path="agent/core/tools/glob.py", limit=40),
         "It does not; but its docstring can say it respects .gitignore more clearly.\n" + think
-        + call("Edit", file_path="agent/tools/glob.py", old_string=glob_doc,
+        + call("Edit", file_path="agent/core/tools/glob.py", old_string=glob_doc,
                new_string=glob_doc.replace('"""', '"""Glob (respects .gitignore). ', 1)),
         "Check the diff so far.\n" + think + call("Bash", command="git diff --stat"),
         "Run the unit tests of the models package.\n" + think + call("Bash", command=f"{sys.executable} -m pytest -q -x tests/unit/test_models.py 2>&1 | tail -3"),

@@ -1,7 +1,7 @@
 """What the Bash sandbox costs: per-command latency, the per-command layout work, memory under a flood.
 
 1. `true` through each runner (unsandboxed, bubblewrap with the repository writable, read-only),
-   and through a baseline runner loaded from another checkout's agent/sandbox.py (--baseline),
+   and through a baseline runner loaded from another checkout's agent/checkout/sandbox.py (--baseline),
    alternated A/B/... per round so machine noise hits them alike; medians and ratios.
 2. The per-command layout work alone (hidden paths, the host socket table, the env allow-list).
 3. Peak RSS of a `ribbit run` process whose command prints 2 GB, against one that prints one line.
@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from agent.sandbox import BwrapRunner, LocalRunner
+from agent.checkout.sandbox import BwrapRunner, LocalRunner
 
 
 def load_baseline(path: Path):  # type: ignore[no-untyped-def]
@@ -114,7 +114,7 @@ def add_submodules(root: Path, tmp: Path, count: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=40)
-    parser.add_argument("--baseline", type=Path, help="another checkout's agent/sandbox.py to compare with")
+    parser.add_argument("--baseline", type=Path, help="another checkout's agent/checkout/sandbox.py to compare with")
     parser.add_argument("--no-flood", action="store_true", help="skip the 2 GB output figure")
     parser.add_argument("--submodules", type=int, default=0, help="submodules in the test repository (vendor/libN)")
     args = parser.parse_args()

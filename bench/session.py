@@ -50,7 +50,7 @@ def load_session(path: Path) -> tuple[dict, list[dict]]:
 def render_steps(header: dict, messages: list[dict]) -> tuple[str, list[tuple[str, str]]]:
     """(the prompt before the first assistant turn, [(assistant raw text, the prompt that follows it)])
     in FrogNano's chat format (Qwen3.5: ChatML, `<tools>` in the system turn, XML tool calls)."""
-    from agent.tools import default_tools
+    from agent.core.tools import default_tools
 
     tools = "\n".join(json.dumps(t.spec().to_openai(), ensure_ascii=False) for t in default_tools().values())
     system = next(m["content"] for m in messages if m["role"] == "system")

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from agent.compaction import ContextBudget
+from agent.core.compaction import ContextBudget
 from models.base import GenerationRequest, TurnEnd
 from models.chat import ChatMessage
 from models.embedded import embedded_model_path

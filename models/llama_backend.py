@@ -389,7 +389,7 @@ class LlamaCppModel:
         return self.llm.n_tokens + len(self._pending)
 
     def count_tokens(self, text: str) -> int:
-        """Tokens `text` takes as message text (sizing tool results, agent.output_budget); vocabulary only,
+        """Tokens `text` takes as message text (sizing tool results, agent.core.output_budget); vocabulary only,
         so safe between turns."""
         return len(self.llm.tokenize(text.encode("utf-8", "surrogatepass"), add_bos=False, special=False)) if text else 0
 

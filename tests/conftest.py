@@ -19,7 +19,7 @@ def isolated_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     state = tmp_path_factory.mktemp("state")
     monkeypatch.setenv("XDG_STATE_HOME", str(state))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
-    # The user's own settings and global AGENTS.md (agent.instructions) stay out of the tests.
+    # The user's own settings and global AGENTS.md (agent.core.instructions) stay out of the tests.
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
     monkeypatch.delenv("RIBBIT_MODEL", raising=False)
     return state

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from agent.approvals import RejectAll
+from agent.core.approvals import RejectAll
 from agent.evaluation.repos import (
     GitError, add_worktree, apply_patch, copy_over, prepare_cache, remove_worktree, restore_from_base,
 )
@@ -30,13 +30,13 @@ from agent.evaluation.report import (
 )
 from agent.evaluation.tasks import DEFAULT_TIME_LIMIT_S, EvalTask
 from agent.evaluation.testlog import TestStatus, parse_test_log, status_of
-from agent.events import AgentEvent, SummaryEvent, TurnStarted, UsageEvent
-from agent.journal import JournalError
-from agent.loop import AgentSession, Limits
-from agent.sandbox import make_runner
-from agent.sandbox_config import SandboxConfigError, load_settings
-from agent.transcript import TranscriptWriter, fanout
-from agent.workspace import SetupError, open_workspace
+from agent.core.events import AgentEvent, SummaryEvent, TurnStarted, UsageEvent
+from agent.checkout.journal import JournalError
+from agent.core.loop import AgentSession, Limits
+from agent.checkout.sandbox import make_runner
+from agent.checkout.sandbox_config import SandboxConfigError, load_settings
+from agent.core.transcript import TranscriptWriter, fanout
+from agent.checkout.workspace import SetupError, open_workspace
 from models.base import ChatModel, ModelError
 
 LIMIT_STOPS = frozenset({"max_steps", "context", "turn_tokens"})

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.approvals import ApprovalDecision, ApprovalRequest
-from agent.events import AgentEvent, CompactionEvent, SummaryEvent, UsageEvent
-from agent.loop import Limits
-from agent.workspace import open_workspace
+from agent.core.approvals import ApprovalDecision, ApprovalRequest
+from agent.core.events import AgentEvent, CompactionEvent, SummaryEvent, UsageEvent
+from agent.core.loop import Limits
+from agent.checkout.workspace import open_workspace
 from models.embedded import embedded_model_path
 from models.llama_backend import LlamaCppModel
 from tests.conftest import xml_call

@@ -134,7 +134,7 @@ def test_greedy_output_is_identical_on_a_hybrid_model_with_rollback(draft, tiny_
 
 
 def test_grammar_constrained_calls_are_identical_with_drafting(tmp_path):
-    from agent.tools import default_tools
+    from agent.core.tools import default_tools
 
     tools = [t.spec() for t in default_tools().values()]
     task = [SYSTEM, ChatMessage(role="user", content=f"Here is merge.py:\n{CODE}\nWrite it to merge2.py with the Write tool.")]

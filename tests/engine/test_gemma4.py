@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.approvals import RejectAll
-from agent.events import NoticeEvent
-from agent.loop import Limits
+from agent.core.approvals import RejectAll
+from agent.core.events import NoticeEvent
+from agent.core.loop import Limits
 from models.dialects import parser_for
-from agent.tools import default_tools
-from agent.workspace import open_workspace
+from agent.core.tools import default_tools
+from agent.checkout.workspace import open_workspace
 from models.base import GenerationRequest, PrefillProgress, TextChunk, TurnEnd
 from models.chat import ChatMessage, ToolCall
 from models.dialects import gemma4

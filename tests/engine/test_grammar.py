@@ -10,7 +10,7 @@ import math
 import pytest
 
 from models.dialects import parser_for
-from agent.tools import default_tools
+from agent.core.tools import default_tools
 from models.base import GenerationRequest, TextChunk, TurnEnd
 from models.chat import ChatMessage
 from models.dialects import dialect_named, tool_call_grammar

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.tools import default_tools
+from agent.core.tools import default_tools
 from models.base import GenerationRequest, ModelError, TextChunk, TurnEnd
 from models.chat import ChatMessage
 from models.embedded import embedded_model_path

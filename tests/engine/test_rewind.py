@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.approvals import ApprovalDecision, ApprovalRequest
-from agent.events import AgentEvent, UsageEvent
-from agent.loop import Limits
-from agent.workspace import open_workspace
+from agent.core.approvals import ApprovalDecision, ApprovalRequest
+from agent.core.events import AgentEvent, UsageEvent
+from agent.core.loop import Limits
+from agent.checkout.workspace import open_workspace
 from models.llama_backend import LlamaCppModel
 from tests.conftest import xml_call
 from tests.engine.forced import ForcedTurns

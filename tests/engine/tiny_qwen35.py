@@ -13,9 +13,9 @@ QWEN35_TEMPLATE = (Path(__file__).resolve().parents[1] / "data" / "Qwen3.5-4B.ji
 def ribbit_corpus() -> list[str]:
     """Text a session is made of (ribbit's system prompt, tool definitions, compaction's request, tool
     calls and results), for a tokenizer that spends about as many tokens on it as a real one."""
-    from agent.compaction import RESTART, SUMMARY_REQUEST
-    from agent.prompt import BASE
-    from agent.tools import default_tools
+    from agent.core.compaction import RESTART, SUMMARY_REQUEST
+    from agent.core.prompt import BASE
+    from agent.core.tools import default_tools
 
     specs = [t.spec() for t in default_tools().values()]
     calls = [f"<tool_call>\n<function={t.name}>\n<parameter=file_path>\ncalc.py\n</parameter>\n</function>\n</tool_call>"

@@ -11,7 +11,7 @@ import pytest
 
 from agent.evaluation.runner import EvalConfig, EvalRun, seed_for
 from agent.evaluation.tasks import load_tasks
-from agent.loop import Limits
+from agent.core.loop import Limits
 from models.base import GenerationRequest, TextChunk
 from models.chat import ChatMessage
 from models.embedded import embedded_model_path

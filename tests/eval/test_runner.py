@@ -14,7 +14,7 @@ from agent.evaluation.report import JobResult, model_key
 from agent.evaluation.runner import EvalConfig, EvalProgress, EvalRun, default_loader
 from app.eval_cmd import EvalProgressDisplay, eta_seconds
 from agent.evaluation.tasks import load_tasks
-from agent.loop import Limits
+from agent.core.loop import Limits
 from tests.conftest import xml_call
 from tests.eval.conftest import CALC_FIXED
 from tests.eval.oracle import oracle_models, write_replay

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.compaction import MAX_COMPACTIONS_PER_RUN, ContextBudget
+from agent.core.compaction import MAX_COMPACTIONS_PER_RUN, ContextBudget
 from tests.conftest import xml_call
 from tests.functional.helpers import ribbit_run
 

@@ -75,9 +75,9 @@ def test_malformed_gemma_calls_go_back_to_the_model_as_errors(capsys, tmp_path, 
 def test_the_live_stream_shows_gemmas_reasoning_apart_and_never_its_markup(tmp_path, repo, replay_file):
     """What the TUI and `ribbit run` show while the model writes: the replay streams the raw text in
     pieces, so markers arrive split across chunks."""
-    from agent.approvals import RejectAll
-    from agent.events import ReasoningDelta, TextDelta
-    from agent.workspace import open_workspace
+    from agent.core.approvals import RejectAll
+    from agent.core.events import ReasoningDelta, TextDelta
+    from agent.checkout.workspace import open_workspace
     from models.replay import ReplayModel
 
     events: list[object] = []

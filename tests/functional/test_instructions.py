@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.instructions import MAX_FILE_BYTES, MAX_TOTAL_BYTES, load_instructions
-from agent.prompt import system_prompt
+from agent.core.instructions import MAX_FILE_BYTES, MAX_TOTAL_BYTES, load_instructions
+from agent.core.prompt import system_prompt
 from models.chat import ToolSpec
 from tests.conftest import git, xml_call
 from tests.functional.helpers import ribbit_run

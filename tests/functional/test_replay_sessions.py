@@ -201,8 +201,8 @@ def test_several_calls_in_one_turn_run_in_order(capsys, tmp_path, repo, replay_f
 def test_cancel_stops_the_turn_and_the_session_can_go_on(tmp_path, repo, replay_file):
     import threading
 
-    from agent.approvals import RejectAll
-    from agent.workspace import open_workspace
+    from agent.core.approvals import RejectAll
+    from agent.checkout.workspace import open_workspace
     from models.replay import ReplayModel
 
     events = []

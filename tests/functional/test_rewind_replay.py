@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.approvals import ApprovalDecision, ApprovalRequest
-from agent.saved_sessions import SessionError, SessionStore
-from agent.workspace import Workspace, open_workspace
+from agent.core.approvals import ApprovalDecision, ApprovalRequest
+from agent.core.saved_sessions import SessionError, SessionStore
+from agent.checkout.workspace import Workspace, open_workspace
 from models.replay import ReplayModel
 from tests.conftest import xml_call
 

@@ -8,8 +8,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from agent.output_budget import SECONDS_PER_RESULT, budget_for
-from agent.workspace import open_workspace
+from agent.core.output_budget import SECONDS_PER_RESULT, budget_for
+from agent.checkout.workspace import open_workspace
 from models.base import Chunk, GenerationRequest
 from models.replay import ReplayModel
 from tests.conftest import xml_call
@@ -45,7 +45,7 @@ def test_a_session_reads_a_5000_line_file_and_1_mb_of_output_in_budget_and_gets_
     workspace = open_workspace(
         model, repo, mode="full-auto", approver=YesApprover(), sink=recorder, watch=False,  # type: ignore[arg-type]
     )
-    from agent.loop import Limits
+    from agent.core.loop import Limits
 
     workspace.session.limits = Limits(tool_output_tokens=1500)
     try:
@@ -84,9 +84,9 @@ def test_tool_output_tokens_flag_on_ribbit_run(capsys, repo: Path, tmp_path: Pat
 
 
 def test_budget_from_the_embedded_models_measured_prompt_speed(repo: Path, tmp_path: Path) -> None:
-    from agent.approvals import AllowList, ApprovalPolicy
-    from agent.loop import AgentSession
-    from agent.sandbox import LocalRunner
+    from agent.core.approvals import AllowList, ApprovalPolicy
+    from agent.core.loop import AgentSession
+    from agent.checkout.sandbox import LocalRunner
     from models.chat import ToolCall
     from models.embedded import embedded_model_path
     from models.llama_backend import LlamaCppModel

@@ -6,9 +6,9 @@ import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from agent.approvals import ApprovalDecision, ApprovalRequest
-from agent.events import AgentEvent
-from agent.workspace import Workspace, open_workspace
+from agent.core.approvals import ApprovalDecision, ApprovalRequest
+from agent.core.events import AgentEvent
+from agent.checkout.workspace import Workspace, open_workspace
 from models.base import Chunk, GenerationRequest
 from models.replay import ReplayModel
 

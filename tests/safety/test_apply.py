@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.apply import TEMP_SUFFIX, ApplyError, atomic_write
-from agent.journal import Journal
+from agent.checkout.apply import TEMP_SUFFIX, ApplyError, atomic_write
+from agent.checkout.journal import Journal
 from tests.conftest import git
 from tests.unit.helpers import call, make_ctx
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.workspace import project_state
+from agent.checkout.workspace import project_state
 from tests.conftest import git, tree_bytes, xml_call
 from tests.functional.helpers import ribbit_run
 from tests.safety.helpers import tool_outputs
@@ -101,7 +101,7 @@ def test_user_added_prefixes_run_read_only_too(work: Path, tmp_path: Path) -> No
 
 
 def test_pressing_p_remembers_a_read_only_prefix(work: Path, tmp_path: Path) -> None:
-    from agent.approvals import ApprovalDecision
+    from agent.core.approvals import ApprovalDecision
 
     turns = [
         xml_call("Bash", command="sort calc.py"),
@@ -143,8 +143,8 @@ def test_ribbit_run_asks_on_stdin_when_a_read_only_command_tried_to_write(
 
 def test_a_read_only_only_plan_never_asks_and_tells_the_model(work: Path, tmp_path: Path) -> None:
     """What issue 14's `plan` mode will reuse: every command read-only, no question, a note on a write."""
-    from agent.approvals import READ_ONLY_ONLY
-    from agent.workspace import open_workspace
+    from agent.core.approvals import READ_ONLY_ONLY
+    from agent.checkout.workspace import open_workspace
     from tests.safety.helpers import HookedReplay, Recorder, write_replay
 
     before = tree_bytes(work)

@@ -111,7 +111,7 @@ def test_read_of_a_huge_file_reads_only_the_window(repo: Path, tmp_path: Path) -
         ]
         assert window.endswith(f"(Showing lines 1000-1002 of {lines}. Use offset and limit to see more.)")
         shown = everything.rsplit("(Showing lines 1-", 1)[1]
-        # limit=10**9 stops at the 256 KiB window; the result then at the token budget (agent.output_budget).
+        # limit=10**9 stops at the 256 KiB window; the result then at the token budget (agent.core.output_budget).
         assert int(shown.split(" ")[0]) < lines and shown.startswith(f"{shown.split(' ')[0]} of {lines}; the rest did not fit")
         first, second = long_line.splitlines()[:2]
         assert first == "     1\t" + "x" * 2000 + " [... line cut at 2000 characters]" and second == "     2\tsecond"

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from agent import gitcmd
-from agent.gitcmd import GitError, GitRepo, find_repository
-from agent.review import ReviewSession
+from agent.checkout import gitcmd
+from agent.checkout.gitcmd import GitError, GitRepo, find_repository
+from agent.checkout.review import ReviewSession
 from tests.conftest import git, xml_call
 from tests.safety.helpers import HookedReplay, Recorder, start, tool_outputs, write_replay
 
@@ -398,7 +398,7 @@ def test_git_dir_is_fixed_at_start_even_if_a_new_git_appears_at_the_root(tmp_pat
 def test_project_instructions_status_runs_nothing_the_config_names(tmp_path: Path, repo: Path, markers: Markers) -> None:
     """Loading AGENTS.md asks git which instruction files are uncommitted, on the host, before any
     session: a clean filter or fsmonitor in the repository's config must not run there either."""
-    from agent.instructions import load_instructions
+    from agent.core.instructions import load_instructions
 
     (repo / "AGENTS.md").write_text("Run the tests with pytest.\n")
     plant(repo / ".git", "core.fsmonitor", markers.command("fsmonitor") + "; echo")

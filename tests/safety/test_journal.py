@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.journal import JournalError
+from agent.checkout.journal import JournalError
 from tests.conftest import git, tree_bytes, xml_call
 from tests.safety.helpers import start, write_replay
 
@@ -199,7 +199,7 @@ def test_a_step_is_journaled_even_when_git_takes_its_input_slowly(
     Popen.communicate raised ValueError, so the step (and every later one while the big file
     stayed) was never recorded, and the user's untracked file it deleted could not come back.
     Scaled down: a 64 MiB file, and a grace period of 10 ms."""
-    from agent import gitcmd
+    from agent.checkout import gitcmd
 
     monkeypatch.setattr(gitcmd, "FIFO_GRACE_S", 0.01)
     monkeypatch.setattr(gitcmd, "FIFO_POLL_S", 0.05)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.apply import remove_tree
-from agent.gitcmd import unstorable_reason
+from agent.checkout.apply import remove_tree
+from agent.checkout.gitcmd import unstorable_reason
 from tests.conftest import git, tree_bytes, xml_call
 from tests.functional.helpers import ribbit_run
 from tests.safety.helpers import start, write_replay

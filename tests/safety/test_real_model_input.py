@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from agent.approvals import RejectAll
-from agent.workspace import open_workspace
-from agent.loop import Limits
+from agent.core.approvals import RejectAll
+from agent.checkout.workspace import open_workspace
+from agent.core.loop import Limits
 from models.base import Chunk, GenerationRequest, TextChunk, TurnEnd, Usage
 from models.embedded import embedded_model_path
 from models.llama_backend import LlamaCppModel

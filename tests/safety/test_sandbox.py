@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.sandbox import BwrapRunner, LocalRunner, bwrap_works
-from agent.workspace import SetupError
+from agent.checkout.sandbox import BwrapRunner, LocalRunner, bwrap_works
+from agent.checkout.workspace import SetupError
 from tests.conftest import xml_call
 from tests.safety.helpers import start, tool_outputs, write_replay
 
@@ -152,7 +152,7 @@ def test_output_is_capped_head_and_tail(repo: Path, tmp_path: Path) -> None:
 def test_without_a_sandbox_full_auto_refuses_and_ask_mode_asks_for_every_command(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("agent.workspace.sandbox_available", lambda: (False, "bubblewrap is not installed"))
+    monkeypatch.setattr("agent.checkout.workspace.sandbox_available", lambda: (False, "bubblewrap is not installed"))
     replay = write_replay(tmp_path / "r.jsonl", xml_call("Bash", command="ls"))
     with pytest.raises(SetupError, match="--no-sandbox"):
         start(repo, replay, mode="full-auto", watch=False)
@@ -170,7 +170,7 @@ DRIVER = """
 import sys, threading
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from agent.sandbox import BwrapRunner
+from agent.checkout.sandbox import BwrapRunner
 print("start", flush=True)
 BwrapRunner(Path(sys.argv[2])).run("sleep " + sys.argv[3], Path(sys.argv[2]), 600, threading.Event())
 """
@@ -195,12 +195,12 @@ def test_sandboxed_command_dies_with_ribbit(repo: Path) -> None:
 
 
 def test_doctor_says_when_there_is_no_sandbox(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from agent.diagnostics import agent_checks
+    from agent.checkout.diagnostics import agent_checks
 
     ok_checks = {c.name: c for c in agent_checks(repo)}
     assert ok_checks["sandbox"].ok and "bubblewrap" in ok_checks["sandbox"].detail
     assert "refs/ribbit" in ok_checks["undo journal"].detail
-    monkeypatch.setattr("agent.sandbox.shutil.which", lambda name: None)
+    monkeypatch.setattr("agent.checkout.sandbox.shutil.which", lambda name: None)
     checks = {c.name: c for c in agent_checks(repo)}
     assert not checks["sandbox"].ok
     assert "NO SANDBOX" in checks["sandbox"].detail and "ask for approval" in checks["sandbox"].detail

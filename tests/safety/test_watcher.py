@@ -7,9 +7,9 @@ import os
 import threading
 from pathlib import Path
 
-from agent.transcript import TranscriptWriter, fanout
-from agent.watcher import ExternalChange, RepoWatcher
-from agent.workspace import open_workspace
+from agent.core.transcript import TranscriptWriter, fanout
+from agent.checkout.watcher import ExternalChange, RepoWatcher
+from agent.checkout.workspace import open_workspace
 from tests.conftest import git, xml_call
 from tests.safety.helpers import HookedReplay, Recorder, YesApprover, tool_outputs, write_replay
 
@@ -92,7 +92,7 @@ def test_polling_fallback_still_reports_changes(repo: Path) -> None:
 def test_tree_too_big_for_inotify_falls_back_to_polling(repo: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     for i in range(12):
         (repo / f"d{i}").mkdir()
-    monkeypatch.setattr("agent.watcher.inotify_watch_limit", lambda: 10)
+    monkeypatch.setattr("agent.checkout.watcher.inotify_watch_limit", lambda: 10)
     watcher = RepoWatcher(repo, lambda change: None)
     message = watcher.start()
     watcher.stop()
@@ -101,7 +101,7 @@ def test_tree_too_big_for_inotify_falls_back_to_polling(repo: Path, monkeypatch)
 
 def test_ribbits_own_writes_and_removals_are_never_outside_changes(repo: Path) -> None:
     """Recognised before the rename lands, so a slow fsync cannot make the agent's write look foreign."""
-    from agent.apply import atomic_write, remove_file
+    from agent.checkout.apply import atomic_write, remove_file
 
     seen: list[ExternalChange] = []
     got = threading.Event()
@@ -184,7 +184,7 @@ def test_outside_changes_are_still_noticed_after_the_agent_makes_a_2000_deep_tre
 
 
 def test_a_tree_too_deep_for_inotify_is_polled_from_the_start(tmp_path: Path, removes_deep_trees: None) -> None:
-    from agent.diagnostics import agent_checks
+    from agent.checkout.diagnostics import agent_checks
 
     root = tmp_path / "deep"
     folder = root

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agent.events import ReasoningDelta, TextDelta, ToolCallEvent
+from agent.core.events import ReasoningDelta, TextDelta, ToolCallEvent
 from app.app import EventBridge, coalesce
 from app.messages import EventsReady
 from models.chat import ToolCall

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.instructions import INIT_TASK
-from agent.loop import Limits
+from agent.core.instructions import INIT_TASK
+from agent.core.loop import Limits
 from app.app import make_app
 from app.screens.review import EditReviewScreen
 from app.widgets.transcript import Notice, UserMessage

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.approvals import AllowList, ApprovalDecision, ApprovalOrchestrator, ApprovalPolicy
-from agent.changes import ChangeGate
-from agent.readstate import ReadState
-from agent.sandbox import LocalRunner
-from agent.tools import ToolContext, default_tools
-from agent.tools.base import ShellState
+from agent.core.approvals import AllowList, ApprovalDecision, ApprovalOrchestrator, ApprovalPolicy
+from agent.checkout.changes import ChangeGate
+from agent.checkout.readstate import ReadState
+from agent.checkout.sandbox import LocalRunner
+from agent.core.tools import ToolContext, default_tools
+from agent.core.tools.base import ShellState
 
 
 class ScriptedApprover:
@@ -36,7 +36,7 @@ def make_ctx(root: Path, mode: str = "full-auto", approver: ScriptedApprover | N
 
 def call(ctx: ToolContext, name: str, **arguments: object) -> str:
     """Run a tool the way the loop does: validate, run, turn ToolError into `Error: ...`."""
-    from agent.tools import ToolError
+    from agent.core.tools import ToolError
 
     tool = default_tools()[name]
     args = tool.args_model.model_validate(arguments)

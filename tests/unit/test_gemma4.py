@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.stream import StreamSplitter
+from agent.core.stream import StreamSplitter
 from models.dialects import parser_for
-from agent.tools import ALL_TOOLS
+from agent.core.tools import ALL_TOOLS
 from models.chat import ChatMessage, ToolCall
 from models.chat_template import ChatTemplate
 from models.dialects import detect_dialect

@@ -92,7 +92,7 @@ def test_bash_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
 def test_bash_timeout_over_600_is_an_argument_error(tmp_path: Path) -> None:
     from pydantic import ValidationError
 
-    from agent.tools.bash import BashArgs
+    from agent.core.tools.bash import BashArgs
 
     try:
         BashArgs(command="true", timeout=601)

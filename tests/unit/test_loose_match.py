@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent.repeats import RepeatDetector
-from agent.tools.loose_match import AmbiguousLooseMatch, find_loose
+from agent.core.repeats import RepeatDetector
+from agent.core.tools.loose_match import AmbiguousLooseMatch, find_loose
 from models.chat import ToolCall
 
 

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.stream import StreamSplitter
+from agent.core.stream import StreamSplitter
 from models.dialects import parser_for
-from agent.tools import ALL_TOOLS
+from agent.core.tools import ALL_TOOLS
 
 SPECS = [t.spec() for t in ALL_TOOLS]
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import agent.tools.files as files
-from agent.tools.files import read_window
+import agent.core.tools.files as files
+from agent.core.tools.files import read_window
 
 
 def reference(data: bytes, first: int, limit: int) -> tuple[list[str], int]:

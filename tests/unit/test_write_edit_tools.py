@@ -4,7 +4,7 @@ import os
 import stat
 from pathlib import Path
 
-from agent.approvals import ApprovalDecision
+from agent.core.approvals import ApprovalDecision
 from tests.unit.helpers import ScriptedApprover, call, make_ctx
 
 

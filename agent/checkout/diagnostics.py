@@ -1,0 +1,121 @@
+"""`ribbit doctor` lines about the agent side: sandbox, undo journal, file watcher."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel
+
+
+class Check(BaseModel):
+    name: str
+    ok: bool
+    detail: str
+
+
+def agent_checks(root: Path) -> list[Check]:
+    from agent.checkout.journal import journal_kind
+    from agent.checkout.sandbox import sandbox_available
+    from agent.checkout.watcher import count_dirs, inotify_watch_limit
+
+    checks: list[Check] = []
+    ok, why = sandbox_available()
+    checks.append(Check(
+        name="sandbox", ok=ok,
+        detail=f"{why}: Bash runs read-only outside the repo, without network" if ok
+        else f"NO SANDBOX: {why}; every Bash call will ask for approval, and full-auto needs --no-sandbox",
+    ))
+    checks += sandbox_checks(root, ok)
+    # Says which journal is in use without creating a private one.
+    checks.append(Check(name="undo journal", ok=root.is_dir(), detail=journal_kind(root)))
+    limit = inotify_watch_limit()
+    if limit is None:
+        checks.append(Check(name="file watcher", ok=True, detail="watchdog (native observer for this system)"))
+    else:
+        budget = limit // 2
+        dirs = count_dirs(root, budget) if root.is_dir() else 0
+        inotify = dirs <= budget
+        checks.append(Check(
+            name="file watcher", ok=True,
+            detail=f"inotify ({dirs} folders, limit {limit} watches)" if inotify
+            else f"polling: more than {budget} folders for {limit} inotify watches",
+        ))
+    return checks
+
+
+def sandbox_checks(root: Path, sandbox_ok: bool) -> list[Check]:
+    """What a sandboxed command may write, what it cannot see, what it gets from ribbit's environment."""
+    import os
+
+    from agent.checkout.sandbox import BwrapRunner, bwrap_works
+    from agent.checkout.sandbox_config import SandboxConfigError, config_path, hidden_paths, load_settings, sandbox_env
+
+    path = _home_short(config_path())
+    try:
+        settings = load_settings()
+    except SandboxConfigError as exc:
+        return [Check(name="sandbox config", ok=False, detail=f"{exc}; ribbit will not start until it is fixed")]
+    checks = [Check(
+        name="sandbox config", ok=True,
+        detail=f"{path}" + ("" if config_path().exists() else " (none: the defaults)")
+        + "; RIBBIT_SANDBOX_HIDE / _EXPOSE / _ENV add to it",
+    )]
+    env_names = sorted(sandbox_env(os.environ, settings, tmpdir="/tmp"))
+    tmp = f"a private /tmp ({settings.tmp_size_mb} MiB) and /dev/shm ({settings.shm_size_mb} MiB)"
+    if sandbox_ok and bwrap_works()[0] and root.is_dir():
+        runner = BwrapRunner(root, settings)
+        view = runner.view("read-write")
+        probe = _probe(runner, root)
+        runner.close()
+        if probe:
+            checks.append(Check(name="sandbox probe", ok=False, detail=f"a command in this layout fails: {probe}"))
+        extra = [_home_short(p) for p in view.writable if p != view.root]
+        hidden, sockets = view.hidden, view.sockets
+        if view.tmp_bytes is None:
+            tmp = "a private /tmp and /dev/shm on disk, not capped (bubblewrap older than 0.7 has no --size)"
+    else:
+        extra = []
+        hidden, sockets = hidden_paths(settings, os.environ), []
+    checks.append(Check(
+        name="sandbox writes", ok=True,
+        detail=(
+            f"{root} (not .git) and {tmp}"
+            + (", " + ", ".join(extra) if extra else "")
+            + "; in ask and auto-edit, commands that run without asking get the repository read-only; no network"
+        ),
+    ))
+    shown = ", ".join(_home_short(p) for p in hidden) or "nothing"
+    checks.append(Check(
+        name="sandbox hides", ok=True,
+        detail=f"{shown}; {len(sockets)} host unix socket(s) outside those masked" + _first(sockets),
+    ))
+    checks.append(Check(
+        name="sandbox env", ok=True, detail=" ".join(env_names) + " (values not shown; nothing else is passed)",
+    ))
+    return checks
+
+
+def _probe(runner: object, root: Path) -> str:
+    """Run `true` in the real layout, read-only (nothing is made in the folder); '' when it works."""
+    import threading
+
+    from agent.checkout.sandbox import BwrapRunner
+
+    assert isinstance(runner, BwrapRunner)
+    result = runner.run("true", root, 20, threading.Event(), access="read-only")
+    if result.exit_code == 0:
+        return ""
+    lines = result.output.strip().splitlines()
+    return lines[-1][:200] if lines else f"exit code {result.exit_code}"
+
+
+def _home_short(path: Path) -> str:
+    home = Path.home()
+    return "~/" + str(path.relative_to(home)) if path.is_relative_to(home) and path != home else str(path)
+
+
+def _first(paths: list[Path], count: int = 3) -> str:
+    if not paths:
+        return ""
+    more = f" and {len(paths) - count} more" if len(paths) > count else ""
+    return " (" + ", ".join(str(p) for p in paths[:count]) + more + ")"

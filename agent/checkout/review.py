@@ -1,0 +1,292 @@
+"""`review` mode: the agent works in a temporary git worktree; its patch is reviewed hunk by hunk.
+
+The worktree starts from a journal snapshot of the live checkout, so it includes the user's
+uncommitted and untracked (non-ignored) files. Nothing touches the live checkout until the review:
+approved hunks are applied atomically, only to files still as they were when the review started,
+and the live journal records the result so `ribbit undo` can take it back. The worktree is
+always removed.
+
+`ReviewSession` is the reusable part; the `ribbit run --mode review` flow is app/run.py's.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel
+
+from agent.checkout.apply import ApplyError, atomic_symlink, atomic_write, is_binary, remove_file, remove_tree, write_new_file
+from agent.core.approvals import Approver, PatchHunkApprovalRequest, RejectAll
+from agent.checkout.diffs import Hunk, apply_hunks, make_hunks
+from agent.core.events import EventSink, SummaryEvent
+from agent.checkout.gitcmd import GitRepo
+from agent.checkout.journal import GIT_ERRORS, Blocked, Journal, JournalError, TreeEntry, _one_line, state_home
+from agent.core.loop import Limits, run_interruptibly
+from agent.checkout.workspace import Workspace, check_repo, open_workspace
+from models.base import ChatModel
+
+REVIEW_NAMESPACE = "refs/ribbit-review"
+
+
+class ReviewFile(BaseModel):
+    path: str  # relative to the repository root ribbit runs in
+    status: Literal["added", "modified", "deleted"]
+    binary: bool
+    # Text files: the hunks of old -> new. Binary files and mode-only changes: none, and the
+    # file is reviewed as one whole item (index 0).
+    hunks: list[Hunk]
+    executable: bool  # the agent's version has the executable bit
+
+    @property
+    def item_count(self) -> int:
+        return len(self.hunks) or 1
+
+    def item_diff(self, index: int) -> str:
+        """The diff text shown for one hunk (or the whole file)."""
+        a = "/dev/null" if self.status == "added" else f"a/{self.path}"
+        b = "/dev/null" if self.status == "deleted" else f"b/{self.path}"
+        head = [f"# hunk {index + 1} of {self.item_count}", f"--- {a}", f"+++ {b}"]
+        if not self.hunks:
+            what = "binary file" if self.binary else "file mode"
+            return "\n".join([*head, f"({what} {self.status})"]) + "\n"
+        hunk = self.hunks[index]
+        return "\n".join([*head, hunk.header, *hunk.lines]) + "\n"
+
+
+class ReviewProposal(BaseModel):
+    files: list[ReviewFile]
+    patch: str  # the whole patch, `git diff` format
+
+    def all_items(self) -> dict[str, list[int]]:
+        return {f.path: list(range(f.item_count)) for f in self.files}
+
+
+class ReviewResult(BaseModel):
+    applied: dict[str, list[int]]  # path -> indices of the items applied
+    skipped: dict[str, str]  # path -> why it was not applied
+    patch: str  # what was applied to the live checkout, `git diff` format
+
+
+class ReviewSession:
+    """One agent run in a throwaway worktree, then its patch offered for review."""
+
+    def __init__(
+        self, model: ChatModel, root: Path, *, sink: EventSink, limits: Limits | None = None,
+        no_sandbox: bool = False, reasoning: bool | None = None,
+    ) -> None:
+        self.root = check_repo(root)
+        self.sink = sink
+        self.live = Journal(self.root)
+        self.live.sweep_temp_files()
+        self.base = self.live.snapshot("review start")
+        self._folder = Path(tempfile.mkdtemp(prefix="review-", dir=_worktree_home())).resolve()
+        self._tree = self._folder / "tree"
+        self._is_worktree = False
+        self._end: str | None = None
+        self.workspace: Workspace | None = None
+        try:
+            self._make_tree()
+            work_root = self._tree if self.live.scope == "." else self._tree / self.live.scope
+            work_root.mkdir(parents=True, exist_ok=True)
+            self.workspace = open_workspace(
+                model, work_root, mode="review", approver=RejectAll(), sink=sink, limits=limits,
+                no_sandbox=no_sandbox, watch=False, journal_namespace=REVIEW_NAMESPACE, reasoning=reasoning,
+            )
+        except BaseException:
+            self.close()
+            raise
+
+    # -- the run --------------------------------------------------------------------------------
+
+    def run(self, task: str) -> SummaryEvent:
+        """Run the agent on `task` in the worktree; Ctrl+C stops it cleanly (the review still follows)."""
+        assert self.workspace is not None
+        return run_interruptibly(self.workspace.session, task)
+
+    def proposal(self) -> ReviewProposal:
+        """The agent's whole patch against the live state at the start, split into reviewable items.
+
+        Contents come from the journal's snapshot of the worktree, never from reading its files
+        again: what is reviewed is exactly what would be applied."""
+        assert self.workspace is not None
+        journal = self.workspace.journal
+        end = journal.snapshot("end")
+        self._end = end
+        paths = journal.changed_between(journal.snapshots[0], end)
+        files: list[ReviewFile] = []
+        for rel in paths:
+            old = self.live.read_blob(self.base, rel)
+            new = journal.read_blob(end, rel)
+            if (new is not None and new[1] == "120000") or (old is not None and old[1] == "120000"):
+                continue  # symlinks are not reviewed hunk by hunk; the agent rarely makes them
+            if old is None and new is None:
+                continue
+            status: Literal["added", "modified", "deleted"] = (
+                "added" if old is None else "deleted" if new is None else "modified"
+            )
+            old_bytes = old[0] if old else b""
+            new_bytes = new[0] if new else b""
+            binary = is_binary(old_bytes) or is_binary(new_bytes)
+            hunks = [] if binary else make_hunks(old_bytes.decode("utf-8"), new_bytes.decode("utf-8"))
+            executable = bool(new is not None and new[1] == "100755")
+            files.append(ReviewFile(path=rel, status=status, binary=binary, hunks=hunks, executable=executable))
+        patch = journal.diff(journal.snapshots[0], end)
+        return ReviewProposal(files=files, patch=patch)
+
+    def apply(self, proposal: ReviewProposal, selection: dict[str, list[int]]) -> ReviewResult:
+        """Apply the selected items to the live checkout, atomically per file.
+
+        A file is only written if the live checkout still holds what the review started from,
+        reached without links (a link planted at the file or any folder above it, into or out of
+        the repository, is refused: agent/checkout/apply.py walks folders with O_NOFOLLOW when writing)."""
+        assert self.workspace is not None
+        journal = self.workspace.journal
+        end = self._end or journal.snapshot("end")
+        applied: dict[str, list[int]] = {}
+        skipped: dict[str, str] = {}
+        for review_file in proposal.files:
+            chosen = sorted(i for i in set(selection.get(review_file.path, [])) if 0 <= i < review_file.item_count)
+            if not chosen:
+                continue
+            rel = review_file.path
+            live_path = self.root / rel
+            old = self.live.read_blob(self.base, rel)
+            why = self._live_differs(rel, old)
+            if why:
+                skipped[rel] = why
+                continue
+            whole = len(chosen) == review_file.item_count
+            try:
+                if review_file.status == "deleted" and whole:
+                    remove_file(live_path)
+                elif review_file.binary or not review_file.hunks:
+                    new = journal.read_blob(end, rel)
+                    atomic_write(live_path, new[0] if new else b"", allow_binary=True, executable=review_file.executable)
+                else:
+                    old_text = (old[0] if old else b"").decode("utf-8")
+                    text = apply_hunks(old_text, review_file.hunks, set(chosen))
+                    atomic_write(live_path, text.encode("utf-8"), executable=review_file.executable)
+            except OSError as exc:
+                skipped[rel] = f"could not be written: {exc.strerror if exc.strerror and not isinstance(exc, ApplyError) else exc}"
+                continue
+            applied[rel] = chosen
+        patch = ""
+        if applied:
+            after = self.live.snapshot("review applied")
+            patch = self.live.diff(self.base, after, sorted(applied))
+        return ReviewResult(applied=applied, skipped=skipped, patch=patch)
+
+    def _live_differs(self, rel: str, old: tuple[bytes, str] | None) -> str | None:
+        """Why the live file is no longer what the review started from (None: it is)."""
+        now = self.live.disk_state(rel)
+        if isinstance(now, Blocked):
+            return f"{now.at} is {now.kind} in your checkout"
+        if old is None:
+            return None if now is None else "created in your checkout since the review started"
+        if not isinstance(now, TreeEntry) or now.mode == "120000" or self.live.blob_id(old[0]) != now.sha:
+            return "changed in your checkout since the review started"
+        return None
+
+    def close(self) -> None:
+        """Remove the worktree and its journal refs, whatever happened. Safe to call twice."""
+        if self.workspace is not None:
+            self.workspace.close()
+            if self.workspace.journal.private:  # the copy's own journal goes with it
+                shutil.rmtree(self.workspace.journal.git_dir, ignore_errors=True)
+            session_id = self.workspace.journal.session_id
+            try:
+                refs = self.live.git.text("for-each-ref", "--format=%(refname)", f"{REVIEW_NAMESPACE}/{session_id}/")
+                for ref in refs.split():
+                    self.live.git.run("update-ref", "-d", ref)
+            except GIT_ERRORS:
+                pass
+            self.workspace = None
+        if self._is_worktree:
+            try:
+                self.live.git.run("worktree", "remove", "--force", str(self._tree))
+            except GIT_ERRORS:
+                pass
+        try:
+            remove_tree(self._folder)  # however deep the agent made it
+        except OSError:
+            pass
+        if self._is_worktree:
+            try:
+                self.live.git.run("worktree", "prune")
+            except GIT_ERRORS:
+                pass
+            self._is_worktree = False
+
+    def __enter__(self) -> ReviewSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def _make_tree(self) -> None:
+        """The worktree: a git worktree of the snapshot (or, for a private journal, a plain copy)."""
+        try:
+            if self.live.private:
+                self._tree.mkdir()
+                self._export_raw()
+                return
+            self.live.git.run("worktree", "add", "--detach", "--no-checkout", str(self._tree), self.base)
+            self._is_worktree = True
+            # Populate it ourselves: a plain checkout would run eol/smudge filters, and the agent
+            # must see the user's exact bytes.
+            tree_git = GitRepo(git_dir=Path(_worktree_git_dir(self._tree)), work_tree=self._tree)
+            tree_git.run("read-tree", self.base)
+            self._export_raw()
+        except GIT_ERRORS as exc:
+            raise JournalError(f"cannot create the review worktree: {_one_line(exc)}") from None
+        try:  # fresh stat data, so `git status` in the worktree is quick and quiet
+            tree_git.run("update-index", "-q", "--refresh")
+        except GIT_ERRORS:
+            pass
+
+    def _export_raw(self) -> None:
+        """The start snapshot's files, exact bytes, into the fresh tree (no filters, no links followed)."""
+        listing = self.live.git.out("ls-tree", "-r", "-z", self.base, "--", self.live.scope, env={"GIT_LITERAL_PATHSPECS": "1"})
+        for record in filter(None, listing.split(b"\0")):
+            info, _, name = record.partition(b"\t")
+            mode, kind, sha = info.decode().split()
+            if kind != "blob":
+                continue
+            target = self._tree / os.fsdecode(name)
+            data = self.live._blob(sha)
+            if mode == "120000":
+                atomic_symlink(target, os.fsdecode(data))
+            else:
+                write_new_file(target, data, executable=mode == "100755")
+
+
+def _worktree_git_dir(tree: Path) -> str:
+    text = (tree / ".git").read_text().strip()
+    return text.split(":", 1)[1].strip() if text.startswith("gitdir:") else str(tree / ".git")
+
+
+def _worktree_home() -> Path:
+    """Review worktrees live beside ribbit's state (same disk as the user's files, not a small /tmp)."""
+    folder = state_home() / "worktrees"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def review_interactively(proposal: ReviewProposal, approver: Approver) -> dict[str, list[int]]:
+    """Ask the approver about every hunk, in order; returns the approved ones."""
+    selection: dict[str, list[int]] = {}
+    for review_file in proposal.files:
+        for index in range(review_file.item_count):
+            decision = approver.decide(PatchHunkApprovalRequest(
+                path=review_file.path, status=review_file.status, binary=review_file.binary,
+                hunk_index=index, hunk_count=review_file.item_count, diff=review_file.item_diff(index),
+            ))
+            if decision.approved:
+                selection.setdefault(review_file.path, []).append(index)
+    return selection

@@ -1,0 +1,808 @@
+"""Running Bash commands: a plain local runner and two sandboxes, behind one small interface.
+
+Linux (bubblewrap): the whole system read-only, the repository writable except `.git` (or read-only
+too: `access="read-only"`), credential folders and host sockets hidden, a private size-capped /tmp and
+/dev/shm, no network, a new PID namespace, a minimal environment, and it dies with ribbit.
+macOS (sandbox-exec): the same file rules and no network through a Seatbelt profile; there is no
+PID namespace there, so the process group is killed when ribbit exits.
+Every runner: empty stdin, output capped head+tail, timeout and cancel kill the whole process group,
+and nothing is read back from a file the command could touch: the final working directory comes back
+through an inherited pipe, bounded.
+"""
+
+from __future__ import annotations
+
+import atexit
+import errno
+import functools
+import os
+import re
+import shlex
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, Protocol
+
+from agent.checkout.sandbox_config import (
+    SandboxSettings, hidden_paths, exposed_inside, expand, home_dir, host_socket_paths, sandbox_env,
+)
+
+if TYPE_CHECKING:
+    from agent.core.saved_outputs import Spool
+
+HEAD_BYTES = 256 * 1024
+TAIL_BYTES = 256 * 1024
+# The working directory comes back through a pipe the command can also write to: read at most this.
+CWD_PIPE_LIMIT = 1 << 20
+MASK_TMPFS_BYTES = 1 << 20
+# An empty `.git` folder ribbit makes as a mount point while a command runs, told apart by its mode.
+GIT_MOUNT_POINT_MODE = 0o500
+# Where a sandbox has its own empty, private folders; hidden or socket paths under them need no mask.
+PRIVATE_TREES = (Path("/tmp"), Path("/dev"), Path("/proc"))
+# Kernel-wide knobs under /proc that a fresh procfs still lets uid 0 write (bubblewrap covers /proc/irq
+# and /proc/bus itself, but not these when it runs as root): mounted read-only in every command.
+PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger")
+
+Access = Literal["read-only", "read-write"]
+# strerror(EROFS), however the program words the rest; LC_MESSAGES=C keeps it English.
+_READ_ONLY_MESSAGE = re.compile(r"read-only file system", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    output: str
+    exit_code: int | None
+    timed_out: bool
+    cancelled: bool
+    cwd: Path | None  # the shell's working directory when it exited, if known
+    dropped_lines: int = 0  # lines dropped from the middle while capturing very long output
+    access: Access = "read-write"
+
+
+def tried_to_write(result: CommandResult) -> bool:
+    """A read-only run that failed on a write (EROFS): the user may want it run with write access."""
+    return (
+        result.access == "read-only" and result.exit_code not in (0, None)
+        and _READ_ONLY_MESSAGE.search(result.output) is not None
+    )
+
+
+class SandboxError(Exception):
+    """A command cannot run the way it was asked to (e.g. read-only without a sandbox)."""
+
+
+class CommandRunner(Protocol):
+    name: str
+    sandboxed: bool
+
+    def run(
+        self, command: str, cwd: Path, timeout: float, cancel: threading.Event, access: Access = "read-write",
+        spool: Spool | None = None,
+    ) -> CommandResult: ...
+
+    def close(self) -> None:
+        """Drop what the runner keeps between commands (a scratch folder); safe to call more than once."""
+        ...
+
+
+class _Capture:
+    """Keeps the head and tail of a stream so a runaway command cannot exhaust memory; the whole
+    stream also goes to `spool` (a file Read can page through, agent.core.saved_outputs) when given."""
+
+    def __init__(self, spool: Spool | None = None) -> None:
+        self.spool = spool
+        self.head = bytearray()
+        self.tail: deque[bytes] = deque()
+        self.tail_size = 0
+        self.dropped_lines = 0
+
+    def feed(self, chunk: bytes) -> None:
+        if self.spool is not None:
+            self.spool.feed(chunk)
+        room = HEAD_BYTES - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if not chunk:
+            return
+        self.tail.append(chunk)
+        self.tail_size += len(chunk)
+        while self.tail_size - len(self.tail[0]) >= TAIL_BYTES:
+            old = self.tail.popleft()
+            self.tail_size -= len(old)
+            self.dropped_lines += old.count(b"\n")
+
+    def text(self) -> str:
+        return (bytes(self.head) + b"".join(self.tail)).decode("utf-8", "replace")
+
+
+class LocalRunner:
+    """No isolation at all: used only when the user accepts that (approval per call, or --no-sandbox).
+
+    It still gets the minimal environment: nothing the model runs should print ribbit's secrets.
+    """
+
+    name = "none"
+    sandboxed = False
+
+    def __init__(self, root: Path, settings: SandboxSettings | None = None) -> None:
+        self.root = root.resolve()
+        self.settings = settings or SandboxSettings()
+        self.writable_runs = 0  # commands that could change the repository (the journal snapshots after them)
+        # A submodule's `.git` is a work-tree path: guarded as its state was when the session started.
+        self.submodules = read_submodules(self.root)
+
+    def close(self) -> None:
+        """Nothing to clean up: no scratch folder (kept for callers that close every runner)."""
+
+    def environment(self) -> dict[str, str]:
+        return sandbox_env(os.environ, self.settings, tmpdir=None)
+
+    @contextmanager
+    def prepared(self, access: Access) -> Iterator[None]:
+        """Per-command setup and teardown around the process (the sandbox's `.git` mount point)."""
+        yield
+
+    def wrap(self, argv: list[str], cwd: Path, access: Access) -> list[str]:
+        return argv
+
+    def launch_dir(self, cwd: Path) -> Path:
+        return cwd if cwd.is_dir() else self.root
+
+    def run(
+        self, command: str, cwd: Path, timeout: float, cancel: threading.Event, access: Access = "read-write",
+        spool: Spool | None = None,
+    ) -> CommandResult:
+        if access == "read-only" and not self.sandboxed:
+            raise SandboxError("cannot run a command read-only without a sandbox")
+        if access == "read-write":
+            self.writable_runs += 1
+        cwd_read, cwd_write = os.pipe()
+        try:
+            script = (
+                # The OOM killer takes a runaway command before ribbit and its model.
+                "{ echo 1000 > /proc/self/oom_score_adj; } 2>/dev/null\n"
+                f"cd -- {shlex.quote(str(cwd))} 2>/dev/null || cd -- {shlex.quote(str(self.root))}\n"
+                f"trap 'printf \"%s\\0\" \"$PWD\" >&{cwd_write}' EXIT\n"
+                f"{command}\n"
+            )
+            with self.prepared(access):
+                argv = self.wrap(["bash", "-c", script], cwd, access)
+                capture, exit_code, timed_out, cancelled = self._execute(argv, cwd, timeout, cancel, cwd_write, spool)
+            if access == "read-write":
+                for line in put_back_submodule_gits(self.submodules, self.root):
+                    capture.feed(("\n" + line).encode())
+            os.close(cwd_write)
+            cwd_write = -1
+            final_cwd = _read_cwd(cwd_read)
+        finally:
+            for fd in (cwd_read, cwd_write):
+                if fd >= 0:
+                    os.close(fd)
+        return CommandResult(
+            output=capture.text(), exit_code=exit_code, timed_out=timed_out, cancelled=cancelled,
+            cwd=final_cwd, dropped_lines=capture.dropped_lines, access=access,
+        )
+
+    def _execute(
+        self, argv: list[str], cwd: Path, timeout: float, cancel: threading.Event, cwd_write: int,
+        spool: Spool | None = None,
+    ) -> tuple[_Capture, int | None, bool, bool]:
+        proc = subprocess.Popen(
+            argv, cwd=str(self.launch_dir(cwd)), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, start_new_session=True, env=self.environment(), pass_fds=(cwd_write,),
+        )
+        _RUNNING.add(proc)
+        capture = _Capture(spool)
+        assert proc.stdout is not None
+        reader = threading.Thread(target=_pump, args=(proc.stdout, capture), daemon=True)
+        reader.start()
+        deadline = time.monotonic() + timeout
+        timed_out = cancelled = False
+        while proc.poll() is None:
+            if cancel.is_set():
+                cancelled = True
+            elif time.monotonic() >= deadline:
+                timed_out = True
+            if timed_out or cancelled:
+                _kill_group(proc)
+                break
+            try:
+                proc.wait(timeout=0.05)
+            except subprocess.TimeoutExpired:
+                pass
+        proc.wait()
+        _RUNNING.discard(proc)
+        # Survivors that escaped the group could hold the pipe open; don't wait on them forever.
+        reader.join(timeout=2)
+        exit_code = None if (timed_out or cancelled) else proc.returncode
+        return capture, exit_code, timed_out, cancelled
+
+
+def _read_cwd(fd: int) -> Path | None:
+    """The last NUL-terminated path the EXIT trap wrote; never blocks, reads at most CWD_PIPE_LIMIT."""
+    os.set_blocking(fd, False)
+    data = b""
+    total = 0
+    while total < CWD_PIPE_LIMIT:
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            break  # a survivor still holds the write end: take what is there
+        if not chunk:
+            break
+        total += len(chunk)
+        data = (data + chunk)[-8192:]
+    records = data.split(b"\0")[:-1]  # the part after the last NUL is incomplete
+    if not records or not records[-1]:
+        return None
+    text = records[-1].decode("utf-8", "surrogateescape")
+    if not text.startswith("/") or len(text) > 4096:
+        return None
+    return Path(text)
+
+
+@dataclass(frozen=True)
+class Mount:
+    """One bubblewrap mount operation (with its --perms/--size prefix)."""
+
+    op: str
+    dest: Path
+    src: Path | None = None
+    perms: str | None = None
+    size: int | None = None
+
+    def args(self) -> list[str]:
+        out: list[str] = []
+        if self.perms is not None:
+            out += ["--perms", self.perms]
+        if self.size is not None:
+            out += ["--size", str(self.size)]
+        out.append(self.op)
+        if self.src is not None:
+            out.append(str(self.src))
+        return out + [str(self.dest)]
+
+
+@dataclass(frozen=True)
+class SandboxView:
+    """What a sandboxed command can see and change; `ribbit doctor` prints it, BwrapRunner mounts it."""
+
+    root: Path
+    access: Access
+    writable: list[Path]
+    hidden: list[Path]
+    exposed: list[Path]
+    sockets: list[Path]
+    git_protected: list[Path]
+    pinned: list[Path]  # mount points, so they cannot be renamed or removed: submodule folders and their parents
+    tmp_bytes: int | None  # None: bubblewrap older than 0.7 cannot cap a tmpfs; /tmp is a folder on disk
+    shm_bytes: int | None
+
+
+class BwrapRunner(LocalRunner):
+    name = "bubblewrap"
+    sandboxed = True
+
+    def __init__(self, root: Path, settings: SandboxSettings | None = None) -> None:
+        super().__init__(root, settings)
+        _remove_git_mount_point(self.root / ".git")  # left by a ribbit killed while a command ran
+        # Without --size a tmpfs could take half the RAM: /tmp and /dev/shm are then a folder on disk
+        # (emptied after every command; ribbit never reads from it).
+        self._disk_tmp = None if bwrap_can_cap_tmpfs() else Path(tempfile.mkdtemp(prefix="ribbit-sandbox-tmp-", dir=_disk_tmp_base()))
+
+    def close(self) -> None:
+        if self._disk_tmp is not None:
+            shutil.rmtree(self._disk_tmp, ignore_errors=True)
+
+    def environment(self) -> dict[str, str]:
+        return sandbox_env(os.environ, self.settings, tmpdir="/tmp")
+
+    def launch_dir(self, cwd: Path) -> Path:
+        return Path("/")  # bwrap's --chdir places the command; the host process never enters the repo
+
+    @contextmanager
+    def prepared(self, access: Access) -> Iterator[None]:
+        """In a writable repository with no `.git`, an empty read-only `.git` is mounted while the command
+        runs, so it cannot create a repository that ribbit or the user's next `git` would trust; the same
+        for a submodule folder with no `.git` (not initialised). bwrap needs a mount point: ribbit makes
+        an empty folder and removes it right after."""
+        made: list[tuple[Path, os.stat_result]] = []
+        if access == "read-write":
+            folders = [self.root, *(s.folder for s in self.submodules if _real_folder(s.folder, self.root))]
+            for folder in folders:
+                dot_git = folder / ".git"
+                if os.path.lexists(dot_git):
+                    continue
+                try:
+                    os.mkdir(dot_git, GIT_MOUNT_POINT_MODE)
+                    made.append((dot_git, os.lstat(dot_git)))
+                except OSError:
+                    pass  # the command cannot make it either (same user, fewer rights)
+        if self._disk_tmp is not None:
+            for sub in ("tmp", "shm"):
+                (self._disk_tmp / sub).mkdir(mode=0o700, exist_ok=True)
+        try:
+            yield
+        finally:
+            for dot_git, info in made:
+                _remove_git_mount_point(dot_git, info)
+            if self._disk_tmp is not None:
+                for sub in ("tmp", "shm"):
+                    shutil.rmtree(self._disk_tmp / sub, ignore_errors=True)  # never follows a link
+
+    def view(self, access: Access = "read-write", cwd: Path | None = None) -> SandboxView:
+        environ = os.environ
+        writable = [self.root]
+        if access == "read-write":
+            home = home_dir(environ)
+            extra = (expand(w, home).resolve() for w in self.settings.writable)
+            writable += [p for p in extra if p.exists() and not p.is_relative_to(self.root)]
+        # Host paths the sandbox shows under its private /tmp, /dev, /proc: only what is bound there.
+        bound = [self.root, *writable]
+
+        def shown(path: Path) -> bool:
+            return not _under_private_tree(path) or any(path.is_relative_to(b) for b in bound)
+
+        hidden = [p for p in hidden_paths(self.settings, environ, extra=_ribbit_private_folders()) if shown(p)]
+        exposed = exposed_inside(self.settings, environ, hidden)
+        binds = [*bound, *exposed]
+        # A mask under another one is needed only where a bind in between shows the path again.
+        hidden = [p for p in hidden if _visible(p, hidden, binds, below=True)]
+        sockets = [s for s in host_socket_paths() if shown(s) and _visible(s, hidden, binds)]
+        git_protected = git_paths_to_protect(self.root)
+        pinned: list[Path] = []
+        if access == "read-only":
+            writable = []
+        else:
+            pinned, submodule_gits = submodule_mounts(self.submodules, self.root)
+            git_protected += submodule_gits
+        return SandboxView(
+            root=self.root, access=access, writable=writable, hidden=hidden, exposed=exposed, sockets=sockets,
+            git_protected=git_protected, pinned=pinned,
+            tmp_bytes=None if self._disk_tmp else self.settings.tmp_bytes,
+            shm_bytes=None if self._disk_tmp else self.settings.shm_bytes,
+        )
+
+    def wrap(self, argv: list[str], cwd: Path, access: Access) -> list[str]:
+        view = self.view(access)
+        args = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev"]
+        args += self._scratch("/dev/shm", view.shm_bytes, "shm")
+        args += ["--remount-ro", "/dev"]  # not recursive: /dev/shm stays writable, /dev itself does not
+        args += ["--proc", "/proc"]
+        # A fresh /proc leaves the kernel's global settings writable to uid 0 (no capability needed):
+        # ribbit run as root would let a command set kernel.core_pattern or kernel.modprobe to a
+        # program of its own, which the kernel then runs on the host, as root.
+        for knob in PROC_READ_ONLY:
+            args += ["--ro-bind-try", knob, knob]
+        args += self._scratch("/tmp", view.tmp_bytes, "tmp")
+        mounts: list[Mount] = []
+        # A repository under /tmp sits on the private tmpfs: make the folders above it read-only,
+        # so `../x` fails instead of quietly landing in a tmpfs that vanishes.
+        for parent in self.root.parents:
+            if parent.is_relative_to("/tmp") and parent != Path("/tmp"):
+                # (On the disk fallback they are real folders, emptied after the command: keep them removable.)
+                mounts.append(Mount("--dir", parent, perms="0755" if self._disk_tmp else "0555"))
+        masks = [h for h in view.hidden if h.is_dir()]
+        for hidden in view.hidden:
+            if hidden.is_dir():
+                mounts.append(Mount("--tmpfs", hidden, size=None if self._disk_tmp else MASK_TMPFS_BYTES))
+            else:
+                mounts.append(Mount("--ro-bind", hidden, src=Path("/dev/null")))
+        mounts += [Mount("--ro-bind", p, src=p) for p in view.exposed]
+        root_op = "--bind" if access == "read-write" else "--ro-bind"
+        mounts.append(Mount(root_op, self.root, src=self.root))
+        mounts += [Mount("--bind", p, src=p) for p in view.writable if p != self.root]
+        mounts += [Mount("--bind", p, src=p) for p in view.pinned]
+        mounts += [Mount("--ro-bind", p, src=p) for p in view.git_protected]
+        mounts += [Mount("--ro-bind", s, src=Path("/dev/null")) for s in view.sockets]
+        # Parents before children, so a later mount lands on top of (not under) an earlier one.
+        mounts.sort(key=lambda m: len(m.dest.parts))
+        for mount in mounts:
+            args += mount.args()
+        for mask in masks:
+            args += ["--remount-ro", str(mask)]
+        args += [
+            "--unshare-all",  # network, PID, IPC, UTS, cgroup (and user, where allowed) namespaces
+            "--die-with-parent",
+            "--new-session",
+            "--chdir", str(cwd if cwd.is_dir() else self.root),
+        ]
+        if os.geteuid() == 0:
+            args += ["--cap-drop", "ALL"]  # as root bwrap would keep capabilities (and ignore file modes)
+        args.append("--")
+        return args + argv
+
+
+    def _scratch(self, dest: str, size: int | None, sub: str) -> list[str]:
+        """A private, writable /tmp or /dev/shm: a capped tmpfs, or the runner's folder on disk."""
+        if self._disk_tmp is None:
+            return ["--perms", "1777", "--size", str(size), "--tmpfs", dest]
+        return ["--bind", str(self._disk_tmp / sub), dest]
+
+
+@functools.cache
+def bwrap_can_cap_tmpfs() -> bool:
+    """bubblewrap 0.7 added --size (Ubuntu 22.04 ships 0.6)."""
+    try:
+        helptext = subprocess.run(["bwrap", "--help"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "--size" in helptext
+
+
+def _disk_tmp_base() -> str | None:
+    """A disk-backed place for the fallback /tmp: /var/tmp where it is writable, else the default."""
+    return "/var/tmp" if os.access("/var/tmp", os.W_OK) else None
+
+
+def git_paths_to_protect(root: Path) -> list[Path]:
+    """`.git` itself, and where a `.git` file points inside the repository (its gitdir and commondir).
+
+    Outside the repository everything is read-only already. A `.git` that is a symlink cannot carry a
+    mount: its target is protected, the link itself is not (ribbit's own git trusts only the start state).
+    """
+    dot_git = root / ".git"
+    try:
+        info = os.lstat(dot_git)
+    except OSError:
+        return []
+    out: list[Path] = []
+    if stat.S_ISLNK(info.st_mode):
+        target = dot_git.resolve()
+        if target.exists() and target.is_relative_to(root):
+            out.append(target)
+        return out
+    out.append(dot_git)
+    if stat.S_ISREG(info.st_mode) and info.st_size <= 4096:
+        gitdir = _gitfile_target(dot_git, root)
+        if gitdir is not None:
+            common = _gitfile_target(gitdir / "commondir", gitdir, prefix="")
+            for path in (gitdir, common):
+                if path is not None and path.exists() and path.is_relative_to(root) and path != root:
+                    out.append(path)
+    return out
+
+
+def _gitfile_target(path: Path, base: Path, prefix: str = "gitdir:") -> Path | None:
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
+        text = path.read_text(errors="replace")[:4096].strip()
+    except OSError:
+        return None
+    if not text.startswith(prefix):
+        return None
+    target = Path(text[len(prefix):].strip())
+    return (target if target.is_absolute() else base / target).resolve()
+
+
+def _remove_git_mount_point(path: Path, made: os.stat_result | None = None) -> None:
+    """Remove the empty `.git` ribbit made (the same folder, or one with ribbit's marker mode), nothing else."""
+    try:
+        now = os.lstat(path)
+    except OSError:
+        return
+    if not stat.S_ISDIR(now.st_mode):
+        return
+    ours = (now.st_dev, now.st_ino) == (made.st_dev, made.st_ino) if made else stat.S_IMODE(now.st_mode) == GIT_MOUNT_POINT_MODE
+    if ours:
+        try:
+            os.rmdir(path)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT, errno.EBUSY):
+                raise
+
+
+# -- submodules ---------------------------------------------------------------------------------------
+# A submodule's `.git` (a gitfile, or nothing where it is not initialised) is an ordinary work-tree path,
+# yet the user's next `git status` in the repository enters the submodule and runs whatever config that
+# `.git` leads to (core.fsmonitor...). So, in every command that can write: each submodule folder and its
+# parents inside the root are mount points (rename and rmdir fail: EBUSY), its `.git` is read-only (or an
+# empty read-only mount point where there is none). What a mount cannot cover (a folder missing or behind
+# a link, a `.git` that is a link, no bubblewrap) is checked after the command and put back.
+
+MAX_SUBMODULES = 1000
+MAX_SUBMODULE_DEPTH = 8
+GITFILE_LIMIT = 4096
+GITLINK_MODE = "160000"
+
+
+@dataclass(frozen=True)
+class Submodule:
+    """A gitlink of the user's index (or of a submodule's own), and its `.git` as the session found it."""
+
+    folder: Path
+    start: tuple[str, object] | None  # _dot_git_state at session start; None: there was no `.git`
+
+
+def read_submodules(root: Path) -> list[Submodule]:
+    """The gitlinks (mode 160000) inside `root`, nested ones included, read once through gitcmd.
+    Only the index is read: nothing a submodule's config names runs."""
+    from agent.checkout.gitcmd import GitError, GitRepo, find_repository, session_repo
+
+    try:
+        repo = session_repo(root) or find_repository(root)
+    except GitError:
+        return []
+    folders: list[Path] = []
+    queue: list[tuple[GitRepo, int]] = [(repo, 0)] if repo is not None else []
+    while queue and len(folders) < MAX_SUBMODULES:
+        current, depth = queue.pop()
+        try:
+            listing = os.fsdecode(current.out("ls-files", "-s", "-z", env={"GIT_LITERAL_PATHSPECS": "1"}))
+        except GitError:
+            continue
+        for entry in listing.split("\0"):
+            meta, _, rel = entry.partition("\t")
+            if meta.split(" ")[0] != GITLINK_MODE or not rel or ".." in rel.split("/"):
+                continue
+            folder = current.work_tree / rel
+            if not folder.is_relative_to(root) or folder == root or folder in folders:
+                continue  # outside the root everything is read-only already
+            folders.append(folder)
+            gitdir = _submodule_git_dir(folder)
+            if gitdir is not None and depth + 1 < MAX_SUBMODULE_DEPTH:
+                # `ls-files -s` reads the index only (no filter, hook or fsmonitor runs; those are
+                # overridden anyway): the parent's overrides spare a `config --list` per submodule.
+                queue.append((GitRepo(git_dir=gitdir, work_tree=folder, _overrides=current.overrides()), depth + 1))
+    out = []
+    for folder in folders[:MAX_SUBMODULES]:
+        _remove_git_mount_point(folder / ".git")  # left by a ribbit killed while a command ran
+        out.append(Submodule(folder=folder, start=_dot_git_state(folder / ".git")))
+    return out
+
+
+def _submodule_git_dir(folder: Path) -> Path | None:
+    dot_git = folder / ".git"
+    try:
+        info = os.lstat(dot_git)
+    except OSError:
+        return None
+    target = dot_git if stat.S_ISDIR(info.st_mode) else _gitfile_target(dot_git, folder)
+    return target if target is not None and target.is_dir() else None
+
+
+def _dot_git_state(dot_git: Path) -> tuple[str, object] | None:
+    """What a `.git` is, enough to see it replaced: a folder's identity, a gitfile's bytes, a link's target."""
+    try:
+        info = os.lstat(dot_git)
+        if stat.S_ISLNK(info.st_mode):
+            return ("link", os.readlink(dot_git))
+        if stat.S_ISREG(info.st_mode) and info.st_size <= GITFILE_LIMIT:
+            fd = os.open(dot_git, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            try:
+                return ("file", os.read(fd, GITFILE_LIMIT + 1))
+            finally:
+                os.close(fd)
+        return (stat.filemode(info.st_mode)[0], (info.st_dev, info.st_ino))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return ("unreadable", exc.errno)
+
+
+def _real_folder(path: Path, root: Path) -> bool:
+    """`path` and every folder between it and `root` are folders, not links (a mount must not follow one)."""
+    here = path
+    while here != root:
+        try:
+            if not stat.S_ISDIR(os.lstat(here).st_mode):
+                return False
+        except OSError:
+            return False
+        here = here.parent
+    return True
+
+
+def submodule_mounts(submodules: list[Submodule], root: Path) -> tuple[list[Path], list[Path]]:
+    """(folders to pin as mount points, `.git` paths to mount read-only) for one writable command."""
+    pinned: dict[Path, None] = {}
+    gits: list[Path] = []
+    for sub in submodules:
+        if not _real_folder(sub.folder, root):
+            continue  # missing or behind a link: checked after the command instead
+        here = sub.folder
+        while here != root:
+            pinned[here] = None
+            here = here.parent
+        dot_git = sub.folder / ".git"
+        try:
+            if not stat.S_ISLNK(os.lstat(dot_git).st_mode):
+                gits.append(dot_git)
+        except OSError:
+            pass  # no mount point could be made: checked after the command
+    return list(pinned), gits
+
+
+def put_back_submodule_gits(submodules: list[Submodule], root: Path) -> list[str]:
+    """After a writable command: remove any submodule `.git` that is not the one the session started
+    with (never following a link) and restore a gitfile's bytes. One `Error:` line for the model each."""
+    from agent.checkout.apply import remove_tree
+
+    lines = []
+    for sub in submodules:
+        dot_git = sub.folder / ".git"
+        if _dot_git_state(dot_git) == sub.start:
+            continue
+        rel = dot_git.relative_to(root).as_posix()
+        try:
+            if not _real_folder(sub.folder, root):
+                raise OSError(errno.ENOTDIR, "the submodule folder is not a folder now")
+            if sub.start is None or sub.start[0] == "file":
+                remove_tree(dot_git)
+            if sub.start is not None and sub.start[0] == "file":
+                fd = os.open(dot_git, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+                try:
+                    os.write(fd, sub.start[1])  # type: ignore[arg-type]
+                finally:
+                    os.close(fd)
+            elif sub.start is not None:
+                raise OSError(errno.EEXIST, "a folder or link cannot be put back")
+        except OSError as exc:
+            lines.append(f"Error: {rel} (a submodule's git link) was changed and ribbit could not put it back "
+                         f"({exc.strerror}): do not run git in this repository until the user checks it.")
+            continue
+        done = "removed it" if sub.start is None else "put it back as it was"
+        lines.append(f"Error: {rel} belongs to a submodule and may not be changed (git would run its config "
+                     f"at the user's next `git status`): ribbit {done}.")
+    return lines
+
+
+def _visible(path: Path, hidden: list[Path], binds: list[Path], below: bool = False) -> bool:
+    """Whether the host's `path` shows in the sandbox: the innermost mount above it decides (a bind shows,
+    a mask hides; a bind at the same depth is mounted later and wins). `below`: ignore a mask at `path` itself."""
+    above = [m for m in (*hidden, *binds) if path.is_relative_to(m) and not (below and m == path)]
+    nearest = max(above, key=lambda m: (len(m.parts), m in binds), default=None)
+    return nearest is None or nearest in binds
+
+
+def _under_private_tree(path: Path) -> bool:
+    return any(path == tree or path.is_relative_to(tree) for tree in PRIVATE_TREES)
+
+
+def _ribbit_private_folders() -> list[Path]:
+    """ribbit's own state (other projects' undo journals, allow lists): no command needs it."""
+    from agent.checkout.journal import state_home
+
+    return [state_home()]
+
+
+def _seatbelt_string(path: Path) -> str:
+    return '"' + str(path).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+SEATBELT_PROFILE = """(version 1)
+(deny default)
+(allow process-exec process-fork)
+(allow signal (target same-sandbox))
+(allow sysctl-read)
+(allow mach-lookup)
+(allow ipc-posix-shm ipc-posix-sem)
+(allow file-read*)
+(allow file-ioctl)
+(allow file-write-data (literal "/dev/null") (literal "/dev/zero") (regex #"^/dev/tty") (regex #"^/dev/fd/"))
+(allow file-write* (subpath (param "TMP")))
+"""
+
+
+class SandboxExecRunner(LocalRunner):
+    """macOS: Seatbelt via sandbox-exec. Written to the same rules as BwrapRunner; untested here."""
+
+    name = "sandbox-exec"
+    sandboxed = True
+
+    def __init__(self, root: Path, settings: SandboxSettings | None = None) -> None:
+        super().__init__(root, settings)
+        self._tmp = Path(tempfile.mkdtemp(prefix="ribbit-tmp-"))  # the private TMPDIR
+
+    def close(self) -> None:
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def environment(self) -> dict[str, str]:
+        return sandbox_env(os.environ, self.settings, tmpdir=str(self._tmp))
+
+    def profile(self, access: Access) -> str:
+        hidden = hidden_paths(self.settings, os.environ, extra=_ribbit_private_folders())
+        rules = [SEATBELT_PROFILE]
+        if hidden:
+            rules.append("(deny file-read* " + " ".join(f"(subpath {_seatbelt_string(h)})" for h in hidden) + ")\n")
+        if access == "read-write":
+            rules.append('(allow file-write* (subpath (param "ROOT")))\n')
+            home = home_dir(os.environ)
+            for extra in self.settings.writable:
+                rules.append(f"(allow file-write* (subpath {_seatbelt_string(expand(extra, home).resolve())}))\n")
+        # Seatbelt matches paths, so `.git` is protected whether or not it exists yet.
+        rules.append('(deny file-write* (subpath (param "GITDIR")) (literal (param "GITDIR")))\n(deny network*)\n')
+        for sub in self.submodules:  # by path: a moved-away folder's replacement is covered too
+            git_path = _seatbelt_string(sub.folder.resolve() / ".git")
+            rules.append(f"(deny file-write* (subpath {git_path}) (literal {git_path}))\n")
+        return "".join(rules)
+
+    def wrap(self, argv: list[str], cwd: Path, access: Access) -> list[str]:
+        real = lambda p: str(Path(p).resolve())  # noqa: E731 (Seatbelt matches resolved paths: /private/var/...)
+        return [
+            "sandbox-exec", "-p", self.profile(access),
+            "-D", f"ROOT={real(self.root)}", "-D", f"TMP={real(self._tmp)}",
+            "-D", f"GITDIR={real(self.root / '.git')}",
+            *argv,
+        ]
+
+
+def sandbox_available() -> tuple[bool, str]:
+    """Whether this machine has a working sandbox for Bash, and which (or why not)."""
+    if sys.platform == "darwin":
+        return sandbox_exec_works()
+    if sys.platform.startswith("linux"):
+        return bwrap_works()
+    return False, f"no sandbox for Bash on {sys.platform}"
+
+
+def sandbox_exec_works() -> tuple[bool, str]:
+    exe = shutil.which("sandbox-exec")
+    if not exe:
+        return False, "sandbox-exec is not available"
+    try:
+        probe = subprocess.run([exe, "-p", "(version 1)(allow default)", "/usr/bin/true"], capture_output=True, timeout=10)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return False, f"sandbox-exec failed to start: {exc}"
+    if probe.returncode != 0:
+        return False, "sandbox-exec refused to run: " + probe.stderr.decode(errors="replace").strip()[:200]
+    return True, "sandbox-exec"
+
+
+def bwrap_works() -> tuple[bool, str]:
+    """Whether bubblewrap can actually create its namespaces here (containers sometimes forbid it)."""
+    exe = shutil.which("bwrap")
+    if not exe:
+        return False, "bubblewrap (bwrap) is not installed; install the Debian package 'bubblewrap'"
+    try:
+        probe = subprocess.run(
+            [exe, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "--", "true"],
+            capture_output=True, timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return False, f"bubblewrap failed to start: {exc}"
+    if probe.returncode != 0:
+        reason = probe.stderr.decode(errors="replace").strip().splitlines()
+        return False, "bubblewrap cannot create namespaces here: " + (reason[-1] if reason else "unknown")
+    return True, "bubblewrap"
+
+
+def make_runner(root: Path, want_sandbox: bool = True, settings: SandboxSettings | None = None) -> CommandRunner:
+    if want_sandbox and sandbox_available()[0]:
+        return SandboxExecRunner(root, settings) if sys.platform == "darwin" else BwrapRunner(root, settings)
+    return LocalRunner(root, settings)
+
+
+# Commands still running when ribbit exits are killed with their process group (a sandboxed one
+# also dies through --die-with-parent; this covers the unsandboxed runner and macOS).
+_RUNNING: set[subprocess.Popen[bytes]] = set()
+
+
+@atexit.register
+def _kill_running() -> None:
+    for proc in list(_RUNNING):
+        _kill_group(proc)
+
+
+def _pump(stream, capture: _Capture) -> None:  # type: ignore[no-untyped-def]
+    while chunk := stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536):
+        capture.feed(chunk)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,514 @@
+"""Recording the work tree in a git tree object: exact bytes, no filters, nothing followed.
+
+How it works (no `git add`, so no filter, hook or eol conversion ever applies): git lists the
+untracked, non-ignored files; to those are added every path the previous snapshot held (a file
+the agent later hides with .gitignore stays recorded) and the user's tracked files. Each path is
+lstat'ed without following links (a path under a link is gone; the link itself is recorded), and
+only files whose stat data changed are hashed, as their exact bytes (`hash-object --no-filters`
+on a descriptor opened with O_NOFOLLOW). The result goes into an index of ribbit's own (a
+temporary file, never the user's), from which `write-tree` makes the tree.
+
+A folder holding its own `.git` (a nested repository, or one the agent made) is walked here, so
+its files are never lost to a gitlink. Paths git cannot store (`.GIT/x`, `git~1/x`...), special
+files and folders git cannot read are left out, and named once in a notice: recording never
+fails because of a path the agent created.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import shutil
+import stat
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pathspec
+
+from agent.checkout.apply import TEMP_SUFFIX
+from agent.checkout.gitcmd import GitError, GitRepo, is_git_dir_name, run_git, shown, unstorable_reason
+
+GIT_ERRORS = (GitError, OSError, ValueError)
+# Attributes that make `git add` change bytes: the user's index then holds converted blobs, so
+# its object ids cannot stand for the bytes on disk.
+_CONVERTING_ATTRS = ("text", "eol", "crlf", "filter", "ident", "working-tree-encoding")
+# A file whose stat data is this recent may still change within the same timestamp tick: hash it
+# again next time rather than trust the cached object id (git's "racily clean" problem).
+RACY_NS = 2_000_000_000
+HASH_BATCH = 200  # descriptors handed to one `git hash-object` (well under the usual 1,024 limit)
+NOTICE_NAMES = 3
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+# `git ls-files --stage --debug -z`: one record per index entry.
+_DEBUG_RECORD = re.compile(
+    rb"(\d{6}) ([0-9a-f]{40,64}) (\d)\t(.*?)\0"
+    rb"  ctime: (\d+):(\d+)\n  mtime: (\d+):(\d+)\n  dev: \d+\tino: (\d+)\n  uid: \d+\tgid: \d+\n  size: (\d+)\tflags: [0-9a-f]+\n",
+    re.DOTALL,
+)
+# git's warning for a folder it cannot walk (cut short by git when the path is very long).
+_UNREADABLE_DIR = re.compile(r"could not open directory '(.*?)(?:': (.*))?$")
+
+
+@dataclass(frozen=True)
+class TreeEntry:
+    mode: str  # git's: 100644, 100755, 120000, 160000
+    sha: str
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """A path that cannot be reached without going through a link or a file."""
+
+    at: str  # top-relative component that is in the way
+    kind: str  # "a link" | "a file" | "not a folder" | "unreadable"
+
+
+class WorkTreeIndex:
+    """The journal's own index of one work tree (the part in `scope`); `tree_now` records it."""
+
+    def __init__(self, git: GitRepo, objects: GitRepo, index: Path, *, scope: str, private: bool) -> None:
+        self.git = git  # reads the work tree (ls-files)
+        self.objects = objects  # writes objects and the index, reads no work-tree file
+        self.top = git.work_tree
+        self.scope = scope
+        self.private = private
+        self._index = index
+        self.converting = self._uses_conversions()
+        self.object_format = objects.text("rev-parse", "--show-object-format").strip() or "sha1"
+        self._known: dict[str, TreeEntry] = {}  # what the index holds (the last recorded state)
+        self._stat_ids: dict[str, tuple[tuple[int, ...], str]] = {}  # path -> (stat key, object id)
+        self._seed: dict[str, tuple[TreeEntry, tuple[int, ...] | None]] | None = None  # the user's index
+        self._left_out: set[str] = set()  # paths already named in a notice
+        self._notices: list[str] = []
+        self._tree: str | None = None  # the tree the index held when last written
+        self.nested: set[str] = set()  # folders holding their own `.git` (not submodules) at the last scan
+
+    def tree_now(self) -> str:
+        """The tree object of the work tree as it is now (scope only; the rest as in the user's index)."""
+        top_fd = os.open(self.top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            if self._seed is None:
+                self._seed = self._read_user_index()
+            state = self._scan(top_fd)
+            changed = self._update_index(state)
+        finally:
+            os.close(top_fd)
+        if changed or self._tree is None:
+            self._tree = self.objects.text("write-tree", env=self._index_env()).strip()
+        return self._tree
+
+    def list_others(self, *, index: bool) -> tuple[list[str], list[tuple[str, str]]]:
+        return self._list_others(index=index)
+
+    def take_notices(self) -> list[str]:
+        notices, self._notices = self._notices, []
+        return notices
+
+    def _display(self, rel: str) -> str:
+        if self.scope != "." and rel.startswith(self.scope + "/"):
+            return rel[len(self.scope) + 1:]
+        return rel
+
+    def _in_scope(self, rel: str) -> bool:
+        return self.scope == "." or rel.startswith(self.scope + "/")
+
+    def _scan(self, top_fd: int) -> dict[str, TreeEntry]:
+        """Every path the snapshot holds, with its mode and object id (hashing what changed)."""
+        assert self._seed is not None
+        started = time.time_ns()
+        others, problems = self._list_others(index=True)
+        candidates = set(self._known) | set(self._seed)
+        nested = []
+        for rel in others:
+            if rel.endswith("/"):
+                nested.append(rel.rstrip("/"))
+            elif not rel.endswith(TEMP_SUFFIX):  # ribbit's own half-written files (swept at start)
+                candidates.add(rel)
+        self.nested = set()
+        for folder in nested:
+            seeded = self._seed.get(folder)
+            if seeded is not None and seeded[0].mode == "160000":
+                continue  # a submodule: recorded as the gitlink it is
+            self.nested.add(folder)
+            files, trouble = _walk_nested(top_fd, folder)
+            candidates.update(f for f in files if not f.endswith(TEMP_SUFFIX))
+            problems.extend(trouble)
+        state: dict[str, TreeEntry] = {}
+        to_hash: list[tuple[str, os.stat_result]] = []
+        links: list[tuple[str, os.stat_result, bytes]] = []
+        folders: dict[str, Blocked | None] = {"": None}
+        for rel in candidates:
+            known = self._known.get(rel)
+            if not self._in_scope(rel):
+                seeded = self._seed.get(rel)
+                if known is not None or seeded is not None:
+                    state[rel] = known if known is not None else seeded[0]  # type: ignore[index]
+                continue
+            st = _lstat_confined(top_fd, rel, folders)
+            if st is None or isinstance(st, Blocked):
+                continue
+            mode = st.st_mode
+            if stat.S_ISDIR(mode):
+                seeded = self._seed.get(rel)
+                if seeded is not None and seeded[0].mode == "160000":
+                    state[rel] = seeded[0]
+                continue
+            if known is None or stat.S_ISLNK(mode):  # a path already recorded was checked then
+                reason = unstorable_reason(rel, is_link=stat.S_ISLNK(mode))
+                if reason:
+                    problems.append((rel, reason))
+                    continue
+            if stat.S_ISREG(mode):
+                sha = self._cached_id(rel, st)
+                if sha is None:
+                    to_hash.append((rel, st))
+                    continue
+                entry_mode = "100755" if mode & stat.S_IXUSR else "100644"
+                same = known is not None and known.sha == sha and known.mode == entry_mode
+                state[rel] = known if same else TreeEntry(entry_mode, sha)  # type: ignore[assignment]
+            elif stat.S_ISLNK(mode):
+                sha = self._cached_id(rel, st)
+                if sha is not None:
+                    state[rel] = known if known is not None and known.sha == sha else TreeEntry("120000", sha)  # type: ignore[assignment]
+                else:
+                    try:
+                        links.append((rel, st, os.readlink(os.fsencode(rel), dir_fd=top_fd)))
+                    except OSError as exc:
+                        problems.append((rel, exc.strerror or "unreadable"))
+            else:
+                problems.append((rel, "not a regular file (a FIFO, socket or device)"))
+        state.update(self._hash_files(top_fd, to_hash, started, problems))
+        state.update(self._hash_links(links, started))
+        self._report(problems)
+        return state
+
+    def _list_others(self, *, index: bool) -> tuple[list[str], list[tuple[str, str]]]:
+        """Untracked, non-ignored paths (top-relative; `dir/` for a folder holding a `.git`),
+        and the folders git could not read."""
+        env = {"GIT_LITERAL_PATHSPECS": "1"}
+        if index:
+            env.update(self._index_env())
+        proc = self.git.run("ls-files", "-z", "--others", "--exclude-standard", "--full-name", "--", self.scope, env=env)
+        problems = []
+        for line in os.fsdecode(proc.stderr).splitlines():
+            match = _UNREADABLE_DIR.search(line)
+            if match:
+                why = match.group(2) or "path too long"
+                problems.append((match.group(1).rstrip("/") + "/", f"git cannot read it: {why}"))
+        return [p for p in os.fsdecode(proc.stdout).split("\0") if p], problems
+
+    def _cached_id(self, rel: str, st: os.stat_result) -> str | None:
+        """The object id recorded for this path when its stat data was the same (else None)."""
+        key = _stat_key(st)
+        cached = self._stat_ids.get(rel)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        seeded = self._seed.get(rel) if self._seed else None
+        if seeded is not None and seeded[1] is not None and stat.S_ISREG(st.st_mode) and _matches_index(st, seeded[1]):
+            self._stat_ids[rel] = (key, seeded[0].sha)  # the user's index vouched for it
+            return seeded[0].sha
+        return None
+
+    def _remember(self, rel: str, st: os.stat_result, sha: str, started: int) -> None:
+        if max(st.st_mtime_ns, st.st_ctime_ns) < started - RACY_NS:
+            self._stat_ids[rel] = (_stat_key(st), sha)
+        else:
+            self._stat_ids.pop(rel, None)
+
+    def _hash_files(
+        self, top_fd: int, items: list[tuple[str, os.stat_result]], started: int, problems: list[tuple[str, str]],
+    ) -> dict[str, TreeEntry]:
+        """Object ids of regular files, written to the object store as their exact bytes.
+
+        Each file is opened here with O_NOFOLLOW and handed to git as /dev/fd/N, so git hashes the
+        very file that was checked (no filters, no following a link swapped in meanwhile)."""
+        found: dict[str, TreeEntry] = {}
+        for start in range(0, len(items), HASH_BATCH):
+            opened: list[tuple[str, int, os.stat_result]] = []
+            try:
+                for rel, _st in items[start:start + HASH_BATCH]:
+                    try:
+                        fd = os.open(rel, READ_FLAGS, dir_fd=top_fd)
+                    except OSError as exc:
+                        if exc.errno not in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+                            problems.append((rel, exc.strerror or "unreadable"))
+                        continue
+                    fst = os.fstat(fd)
+                    if not stat.S_ISREG(fst.st_mode):
+                        os.close(fd)
+                        continue
+                    opened.append((rel, fd, fst))
+                if not opened:
+                    continue
+                listing = "".join(f"/dev/fd/{fd}\n" for _rel, fd, _st in opened).encode()
+                shas = self.objects.text(
+                    "hash-object", "-w", "--no-filters", "--stdin-paths", input=listing, pass_fds=[fd for _r, fd, _s in opened],
+                ).split()
+                for (rel, _fd, fst), sha in zip(opened, shas):
+                    found[rel] = TreeEntry("100755" if fst.st_mode & stat.S_IXUSR else "100644", sha)
+                    self._remember(rel, fst, sha, started)
+            finally:
+                for _rel, fd, _st in opened:
+                    os.close(fd)
+        return found
+
+    def _hash_links(self, links: list[tuple[str, os.stat_result, bytes]], started: int) -> dict[str, TreeEntry]:
+        """Object ids of symlink targets (a link is stored as a blob holding its target)."""
+        if not links:
+            return {}
+        folder = Path(tempfile.mkdtemp(prefix="links-", dir=self._index.parent))
+        try:
+            paths = []
+            for n, (_rel, _st, target) in enumerate(links):
+                path = folder / str(n)
+                path.write_bytes(target)
+                paths.append(os.fsencode(path))
+            shas = self.objects.text("hash-object", "-w", "--no-filters", "--stdin-paths", input=b"\n".join(paths) + b"\n").split()
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        found = {}
+        for (rel, st, _target), sha in zip(links, shas):
+            found[rel] = TreeEntry("120000", sha)
+            self._remember(rel, st, sha, started)
+        return found
+
+    def _update_index(self, state: dict[str, TreeEntry]) -> bool:
+        """Make the journal's own index hold exactly `state` (only the differences are sent);
+        whether anything changed."""
+        zero = "0" * (64 if self.object_format == "sha256" else 40)
+        records = [f"0 {zero}\t".encode() + os.fsencode(rel) for rel in self._known.keys() - state.keys()]
+        changed = sorted(rel for rel, entry in state.items() if self._known.get(rel) != entry)
+        records += [f"{state[rel].mode} {state[rel].sha}\t".encode() + os.fsencode(rel) for rel in changed]
+        refused = self._send_index_records(records)
+        for rel in refused:
+            state.pop(rel, None)
+        self._report([(rel, "git refuses this path") for rel in refused])
+        self._known = state
+        return bool(records)
+
+    def _send_index_records(self, records: Sequence[bytes]) -> list[str]:
+        """Feed records to `update-index --index-info`; a record git refuses is dropped (found by
+        halving the batch, which only happens for paths our own checks did not foresee)."""
+        if not records:
+            return []
+        try:
+            self.objects.run("update-index", "-z", "--index-info", input=b"\0".join(records) + b"\0", env=self._index_env())
+            return []
+        except GitError:
+            if len(records) == 1:
+                return [os.fsdecode(records[0].split(b"\t", 1)[1])]
+        middle = len(records) // 2
+        return self._send_index_records(records[:middle]) + self._send_index_records(records[middle:])
+
+    def _read_user_index(self) -> dict[str, tuple[TreeEntry, tuple[int, ...] | None]]:
+        """The user's tracked files (they stay journaled even if ignored), with the stat data that
+        lets an unchanged file keep its object id without being read again."""
+        if self.private:
+            return {}
+        index_file = self.git.git_dir / "index"
+        try:
+            index_mtime = index_file.stat().st_mtime_ns
+        except OSError:
+            return {}
+        data = self.git.out("ls-files", "-z", "--stage", "--debug")
+        seed: dict[str, tuple[TreeEntry, tuple[int, ...] | None]] = {}
+        for match in _DEBUG_RECORD.finditer(data):
+            mode, sha, stage, name = match.group(1).decode(), match.group(2).decode(), match.group(3), match.group(4)
+            ctime_s, ctime_ns, mtime_s, mtime_ns, ino, size = (int(g) for g in match.groups()[4:])
+            rel = os.fsdecode(name)
+            if stage != b"0":
+                seed.setdefault(rel, (TreeEntry(mode, sha), None))
+                continue
+            trusted = not self.converting and mode in ("100644", "100755") and mtime_s * 10**9 + mtime_ns < index_mtime
+            seed[rel] = (TreeEntry(mode, sha), (mtime_s, mtime_ns, ctime_s, ctime_ns, size, ino) if trusted else None)
+        return seed
+
+    def _report(self, problems: list[tuple[str, str]]) -> None:
+        """One notice line for the paths left out of this snapshot that were not named before."""
+        new = [(rel, why) for rel, why in problems if rel not in self._left_out]
+        if not new:
+            return
+        self._left_out.update(rel for rel, _ in new)
+        named = ", ".join(f"{shown(self._display(rel))} ({why})" for rel, why in new[:NOTICE_NAMES])
+        more = f" and {len(new) - NOTICE_NAMES} more" if len(new) > NOTICE_NAMES else ""
+        self._notices.append(f"journal: not recorded, so not in the patch nor undoable: {named}{more}")
+
+    def _index_env(self) -> dict[str, str]:
+        return {"GIT_INDEX_FILE": str(self._index)}
+
+
+    def _uses_conversions(self) -> bool:
+        """Whether the user's `git add` rewrites bytes here (autocrlf, or text/eol/filter attributes)."""
+        try:
+            autocrlf = self.git.text("config", "--get", "core.autocrlf", check=False).strip().lower()
+        except GIT_ERRORS:
+            autocrlf = ""
+        if not autocrlf:
+            autocrlf = _user_config("core.autocrlf").lower()
+        if autocrlf in ("true", "input"):
+            return True
+        try:
+            listed = self.git.text("ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", ":(glob)**/.gitattributes")
+        except GIT_ERRORS:
+            listed = ""
+        candidates = [self.top / p for p in filter(None, listed.split("\0"))] + [self.git.git_dir / "info" / "attributes"]
+        for path in candidates:
+            data = _read_small(path)
+            if data is None:
+                continue
+            for line in data.decode("utf-8", "replace").splitlines():
+                words = line.split()
+                if words and not words[0].startswith("#"):
+                    if any(w.lstrip("-!").split("=")[0] in _CONVERTING_ATTRS for w in words[1:]):
+                        return True
+        return False
+
+
+def open_dir_confined(top: Path | int, rel: str) -> int:
+    """A descriptor of a top-relative folder, reached one component at a time without links
+    (`top`: the work tree's path, or a descriptor of it)."""
+    fd = os.dup(top) if isinstance(top, int) else os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in rel.split("/"):
+            next_fd = os.open(part, DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = next_fd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _walk_nested(top_fd: int, folder: str) -> tuple[list[str], list[tuple[str, str]]]:
+    """Files under a folder git treats as another repository: the journal records them itself
+    (its .gitignore files apply; `.git` entries never)."""
+    files: list[str] = []
+    problems: list[tuple[str, str]] = []
+    try:
+        fd = open_dir_confined(top_fd, folder)
+    except OSError as exc:
+        return [], [(folder + "/", exc.strerror or "unreadable")]
+    stack: list[tuple[str, int, list[tuple[str, pathspec.PathSpec]]]] = [(folder, fd, [])]
+    while stack:
+        current, dir_fd, specs = stack.pop()
+        try:
+            entries = sorted(os.scandir(dir_fd), key=lambda e: e.name)
+            spec = _gitignore_at(dir_fd)
+        except OSError as exc:
+            problems.append((current + "/", exc.strerror or "unreadable"))
+            os.close(dir_fd)
+            continue
+        if spec is not None:
+            specs = [*specs, (current + "/", spec)]
+        for entry in entries:
+            path = f"{current}/{entry.name}"
+            if is_git_dir_name(entry.name):
+                problems.append((path, "a nested .git is never journaled"))
+                continue
+            is_dir = entry.is_dir(follow_symlinks=False)
+            if any(path.startswith(base) and s.match_file(path[len(base):] + ("/" if is_dir else "")) for base, s in specs):
+                continue
+            if is_dir:
+                try:
+                    stack.append((path, os.open(entry.name, DIR_FLAGS, dir_fd=dir_fd), specs))
+                except OSError as exc:
+                    problems.append((path + "/", exc.strerror or "unreadable"))
+            else:
+                files.append(path)
+        os.close(dir_fd)
+    return files, problems
+
+
+def _gitignore_at(dir_fd: int) -> pathspec.PathSpec | None:
+    try:
+        fd = os.open(".gitignore", READ_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, 1 << 20)
+    finally:
+        os.close(fd)
+    return pathspec.PathSpec.from_lines("gitignore", data.decode("utf-8", "replace").splitlines())
+
+
+def _lstat_confined(top_fd: int, rel: str, folders: dict[str, Blocked | None]) -> os.stat_result | Blocked | None:
+    """lstat of a top-relative path whose every folder is a real folder (checked once per snapshot)."""
+    parent = rel.rpartition("/")[0]
+    blocked = folders[parent] if parent in folders else _folder_ok(top_fd, parent, folders)
+    if blocked is not None:
+        return blocked
+    try:
+        return os.stat(rel, dir_fd=top_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ENOTDIR:
+            return None
+        return Blocked(rel, "unreadable")
+
+
+def _folder_ok(top_fd: int, folder: str, folders: dict[str, Blocked | None]) -> Blocked | None:
+    """None if every component of `folder` is a real folder, else what is in the way (memoised)."""
+    parts = folder.split("/")
+    result: Blocked | None = None
+    for i in range(1, len(parts) + 1):
+        prefix = "/".join(parts[:i])
+        if prefix in folders:
+            result = folders[prefix]
+        else:
+            if result is None:
+                try:
+                    st = os.stat(prefix, dir_fd=top_fd, follow_symlinks=False)
+                    if stat.S_ISLNK(st.st_mode):
+                        result = Blocked(prefix, "a link")
+                    elif not stat.S_ISDIR(st.st_mode):
+                        result = Blocked(prefix, "a file")
+                except OSError:
+                    result = Blocked(prefix, "unreadable")
+            folders[prefix] = result
+        if result is not None:
+            return result
+    return None
+
+
+def _stat_key(st: os.stat_result) -> tuple[int, ...]:
+    return (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+def _matches_index(st: os.stat_result, recorded: tuple[int, ...]) -> bool:
+    """Whether a file's lstat data is what the user's index recorded (git keeps 32-bit size/inode)."""
+    mtime_s, mtime_ns, ctime_s, ctime_ns, size, ino = recorded
+    return (
+        divmod(st.st_mtime_ns, 10**9) == (mtime_s, mtime_ns) and divmod(st.st_ctime_ns, 10**9) == (ctime_s, ctime_ns)
+        and st.st_size & 0xFFFFFFFF == size and st.st_ino & 0xFFFFFFFF == ino
+    )
+
+
+def _read_small(path: Path, limit: int = 1 << 20) -> bytes | None:
+    """A small regular file's bytes, or None (never blocks on a FIFO, never follows the last link)."""
+    try:
+        fd = os.open(path, READ_FLAGS)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, limit) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    finally:
+        os.close(fd)
+
+
+def _user_config(key: str) -> str:
+    """A value from the user's own global/system config: read (which runs nothing), never applied."""
+    for scope in ("--global", "--system"):
+        try:
+            proc = run_git(["config", scope, "--get", key], check=False, read_user_config=True)
+        except GitError:
+            continue
+        if proc.returncode == 0:
+            return proc.stdout.decode("utf-8", "replace").strip()
+    return ""

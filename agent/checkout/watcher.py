@@ -1,0 +1,422 @@
+"""Watching the live checkout for changes made outside the agent.
+
+A watchdog observer runs in its own thread; its handler only records (path, time, was-the-agent-busy)
+and wakes a flusher thread. The flusher waits for a burst to go quiet (debounce), drops `.git/`,
+ignored and temp files and the agent's own writes, and reports what is left through one callback.
+
+Who made a change: events that arrive while the agent's Bash command runs (plus a short grace) are
+the agent's; a Write/Edit is recognised by the content hash it left (`agent_wrote`). Everything else
+is external. Both sets since the last journal snapshot are kept for the journal's undo rules.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel
+from watchdog.events import (
+    DirMovedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
+from watchdog.observers import Observer
+from watchdog.observers.api import BaseObserver
+from watchdog.observers.polling import PollingObserverVFS
+
+from agent.checkout.apply import TEMP_SUFFIX
+from agent.checkout.sandbox import Access, CommandResult, CommandRunner
+
+if TYPE_CHECKING:
+    from agent.core.saved_outputs import Spool
+
+DEBOUNCE_S = 0.15  # a burst (editor save, git checkout) is reported once it has been quiet this long
+MAX_DELAY_S = 1.0  # ... or at the latest this long after its first event
+AGENT_GRACE_S = 0.5  # events this soon after the agent's Bash ends are still the agent's
+POLL_INTERVAL_S = 2.0
+# Use polling when the tree needs more than this share of the inotify watch limit.
+INOTIFY_SHARE = 0.5
+# watchdog walks new folders recursively (os.walk recurses on Python 3.11): a tree deeper than this
+# kills its inotify thread. Such trees are polled, and polling does not descend past this depth.
+MAX_WATCH_DEPTH = 200
+HEALTH_CHECK_S = 2.0  # how often an idle watcher checks that its observer threads are still alive
+# The most of one file the watcher hashes to recognise ribbit's own write (Write/Edit stop at 16 MiB).
+WATCH_HASH_LIMIT = 64 * 1024 * 1024
+# Only what changes content: no open/close/attrib events, so reads cost nothing.
+EVENT_FILTER: list[type[FileSystemEvent]] = [
+    FileCreatedEvent, FileModifiedEvent, FileDeletedEvent, FileMovedEvent, DirMovedEvent,
+]
+
+
+class ExternalChange(BaseModel):
+    paths: list[str]  # relative to the root, sorted
+    deleted: list[str]
+
+
+IgnoreCheck = Callable[[list[str]], set[str]]
+
+
+def inotify_watch_limit() -> int | None:
+    try:
+        return int(Path("/proc/sys/fs/inotify/max_user_watches").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def count_dirs(root: Path, stop_after: int) -> int:
+    """Folders under root (all of them: inotify watches ignored ones too), counting up to stop_after."""
+    return tree_shape(root, stop_after)[0]
+
+
+def tree_shape(root: Path, stop_after: int) -> tuple[int, int]:
+    """(folders under root, deepest level seen), counting up to stop_after folders.
+
+    Iterative, so a tree of any depth (an agent can make a 2,000-deep one) is measured, not a crash.
+    """
+    count = deepest = 0
+    stack = [(str(root), 0)]
+    while stack and count <= stop_after:
+        folder, depth = stack.pop()
+        deepest = max(deepest, depth)
+        try:
+            with os.scandir(folder) as entries:
+                subdirs = [e.path for e in entries if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            continue
+        count += len(subdirs)
+        stack.extend((sub, depth + 1) for sub in subdirs)
+    return count, deepest
+
+
+class _Handler(FileSystemEventHandler):
+    def __init__(self, watcher: RepoWatcher) -> None:
+        self.watcher = watcher
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        if event.event_type in ("opened", "closed_no_write", "attrib"):
+            return
+        if event.is_directory and event.event_type != "moved":
+            return
+        paths = [event.src_path, getattr(event, "dest_path", "")]
+        self.watcher._record([os.fsdecode(p) for p in paths if p])
+
+
+class RepoWatcher:
+    def __init__(
+        self,
+        root: Path,
+        on_change: Callable[[ExternalChange], None],
+        *,
+        is_ignored: IgnoreCheck | None = None,
+        debounce_s: float = DEBOUNCE_S,
+        force_polling: bool = False,
+    ) -> None:
+        self.root = root.resolve()
+        self.on_change = on_change
+        self.is_ignored = is_ignored or (lambda rels: set())
+        self.debounce_s = debounce_s
+        self.force_polling = force_polling
+        self.method = "none"
+        self.message = ""
+        self._lock = threading.Condition()
+        self._pending: dict[str, bool] = {}  # path -> every event for it came while the agent was busy
+        self._first_at = 0.0
+        self._last_at = 0.0
+        self._agent_busy = 0
+        self._agent_until = 0.0
+        self._written: dict[str, str | None] = {}  # path -> sha256 the agent's last write left
+        self._foreign: set[str] = set()  # since the last take_since_snapshot()
+        self._agent: set[str] = set()
+        self._stopping = False
+        self._flushing = False
+        self._observer: BaseObserver | None = None
+        self._observer_threads: list[threading.Thread] = []
+        self._ignored_dirs: dict[str, bool] = {}
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> str:
+        """Start observing; returns a line saying how (inotify, or polling and why)."""
+        reason = ""
+        if self.force_polling:
+            reason = "polling requested"
+        else:
+            limit = inotify_watch_limit()
+            if limit is not None:
+                budget = int(limit * INOTIFY_SHARE)
+                folders, deepest = tree_shape(self.root, budget)
+                if folders > budget:
+                    reason = f"the tree has more than {budget} folders (inotify allows {limit} watches)"
+                elif deepest > MAX_WATCH_DEPTH:
+                    reason = f"the tree is more than {MAX_WATCH_DEPTH} folders deep"
+        if not reason:
+            try:
+                before = set(threading.enumerate())
+                observer: BaseObserver = Observer()
+                observer.schedule(_Handler(self), str(self.root), recursive=True, event_filter=EVENT_FILTER)
+                observer.start()
+                self._observer = observer
+                # The observer's own threads: if one dies (a tree too deep appeared), we switch to polling.
+                self._observer_threads = [t for t in threading.enumerate() if t not in before]
+                self.method = "inotify" if "Inotify" in type(observer).__name__ else type(observer).__name__
+                self.message = f"watching {self.root} for outside changes ({self.method})"
+            except OSError as exc:  # ENOSPC: out of inotify watches; EMFILE: out of instances
+                reason = f"the system refused more file watches ({exc.strerror or exc})"
+        if reason:
+            self._start_polling(reason)
+        self._thread = threading.Thread(target=self._flush_loop, name="ribbit-watcher", daemon=True)
+        self._thread.start()
+        return self.message
+
+    def _start_polling(self, reason: str) -> None:
+        observer = PollingObserverVFS(os.stat, self._listdir, polling_interval=POLL_INTERVAL_S)
+        observer.schedule(_Handler(self), str(self.root), recursive=True)
+        observer.start()
+        self._observer = observer
+        self._observer_threads = []
+        self.method = "polling"
+        self.message = (
+            f"watching {self.root} by polling every {POLL_INTERVAL_S:g} s, because {reason}; "
+            "outside changes are noticed more slowly"
+        )
+
+    def _check_observer(self) -> None:
+        """An inotify thread that died (watchdog recursing into a very deep new tree) is replaced by polling."""
+        if not self._observer_threads or all(t.is_alive() for t in self._observer_threads):
+            return
+        old = self._observer
+        self._start_polling(f"a folder more than {MAX_WATCH_DEPTH} levels deep appeared")
+        if old is not None:
+            old.stop()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopping = True
+            self._lock.notify_all()
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer.join(timeout=5)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    # -- what the agent does --------------------------------------------------------------------
+
+    def agent_wrote(self, path: Path) -> None:
+        """After the agent's own Write/Edit landed (ChangeGate): recognised later by its content, and counted
+        as the agent's for the journal's undo rules."""
+        rel = self._rel(str(path))
+        if rel is None:
+            return
+        sha = _sha_of(path)
+        with self._lock:
+            self._written[rel] = sha
+            self._agent.add(rel)
+
+    def expect_write(self, path: Path, data: bytes | None) -> None:
+        """WriteObserver: before a ribbit write or removal lands (the agent's edits, /undo), remember what
+        it will leave."""
+        rel = self._rel(str(path.parent.resolve() / path.name))
+        if rel is not None:
+            with self._lock:
+                self._written[rel] = None if data is None else hashlib.sha256(data).hexdigest()
+
+    @contextmanager
+    def agent_running(self) -> Iterator[None]:
+        """Everything that changes while the agent's command runs is the agent's doing."""
+        with self._lock:
+            self._agent_busy += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._agent_busy -= 1
+                self._agent_until = time.monotonic() + AGENT_GRACE_S
+
+    def take_since_snapshot(self) -> tuple[set[str], set[str]]:
+        """(changed only from outside, changed both by the agent and from outside) since the last call."""
+        self.flush_now()
+        with self._lock:
+            foreign, agent = self._foreign, self._agent
+            self._foreign, self._agent = set(), set()
+        return foreign - agent, foreign & agent
+
+    def wait_idle(self, timeout: float = 10.0) -> bool:
+        """Block until nothing is pending (tests and the benchmark); False on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while self._pending or self._flushing:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._lock.wait(min(left, 0.05))
+        return True
+
+    def flush_now(self) -> None:
+        with self._lock:
+            batch = self._take_batch()
+        self._report(batch)
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _rel(self, path: str) -> str | None:
+        try:
+            rel = Path(path).relative_to(self.root).as_posix()
+        except ValueError:
+            return None
+        if rel == "." or rel == ".git" or rel.startswith(".git/") or "/.git/" in rel or rel.endswith("/.git"):
+            return None
+        if rel.endswith(TEMP_SUFFIX):
+            return None
+        return rel
+
+    def _record(self, paths: list[str]) -> None:
+        now = time.monotonic()
+        with self._lock:
+            busy = self._agent_busy > 0 or now < self._agent_until
+            added = False
+            for path in paths:
+                rel = self._rel(path)
+                if rel is None:
+                    continue
+                self._pending[rel] = self._pending.get(rel, True) and busy
+                added = True
+            if added:
+                if not self._first_at:
+                    self._first_at = now
+                self._last_at = now
+                self._lock.notify_all()
+
+    def _take_batch(self) -> dict[str, bool]:
+        batch, self._pending = self._pending, {}
+        self._first_at = self._last_at = 0.0
+        self._flushing = bool(batch)
+        return batch
+
+    def _flush_loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._pending and not self._stopping:
+                    if not self._lock.wait(HEALTH_CHECK_S):  # idle: blocked, waking rarely
+                        self._check_observer()
+                if self._stopping:
+                    return
+                now = time.monotonic()
+                due = min(self._last_at + self.debounce_s, self._first_at + MAX_DELAY_S)
+                if now < due:
+                    self._lock.wait(due - now)
+                    continue
+                batch = self._take_batch()
+            self._report(batch)
+
+    def _report(self, batch: dict[str, bool]) -> None:
+        try:
+            if not batch:
+                return
+            ignored = self.is_ignored(sorted(batch))
+            external: list[str] = []
+            deleted: list[str] = []
+            for rel, by_agent in sorted(batch.items()):
+                if rel in ignored:
+                    continue
+                full = self.root / rel
+                if full.is_dir() and not full.is_symlink():
+                    continue
+                with self._lock:
+                    written = self._written.get(rel, "")
+                if by_agent or (written != "" and _sha_of(full) == written):
+                    with self._lock:
+                        self._agent.add(rel)
+                    continue
+                external.append(rel)
+                if not full.exists():
+                    deleted.append(rel)
+            if external:
+                with self._lock:
+                    self._foreign.update(external)
+                    for rel in external:
+                        self._written.pop(rel, None)
+                self.on_change(ExternalChange(paths=external, deleted=deleted))
+        finally:
+            with self._lock:
+                self._flushing = False
+                self._lock.notify_all()
+
+    def _listdir(self, path: str | None) -> Iterator[os.DirEntry[str]]:
+        """Polling walks only what matters: never `.git/`, never ignored folders, nothing too deep."""
+        entries = [e for e in os.scandir(path) if e.name != ".git"]
+        rel = self._rel(os.fsdecode(path or self.root)) or ""
+        if rel.count("/") + 1 >= MAX_WATCH_DEPTH:  # watchdog's snapshot walk recurses per level
+            entries = [e for e in entries if not e.is_dir(follow_symlinks=False)]
+        folders = [self._rel(e.path) or "" for e in entries if e.is_dir(follow_symlinks=False)]
+        unknown = [rel for rel in folders if rel and rel not in self._ignored_dirs]
+        if unknown:
+            # Asked once per folder: a git call per folder on every poll would cost more than it saves.
+            ignored = self.is_ignored(unknown)
+            self._ignored_dirs.update({rel: rel in ignored for rel in unknown})
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False) and self._ignored_dirs.get(self._rel(entry.path) or "", False):
+                continue
+            yield entry
+
+
+class WatchedRunner:
+    """A CommandRunner whose commands the watcher attributes to the agent."""
+
+    def __init__(self, inner: CommandRunner, watcher: RepoWatcher) -> None:
+        self.inner = inner
+        self.watcher = watcher
+        self.name = inner.name
+        self.sandboxed = inner.sandboxed
+
+    def run(
+        self, command: str, cwd: Path, timeout: float, cancel: threading.Event, access: Access = "read-write",
+        spool: Spool | None = None,
+    ) -> CommandResult:
+        with self.watcher.agent_running():
+            if spool is None:
+                return self.inner.run(command, cwd, timeout, cancel, access=access)
+            return self.inner.run(command, cwd, timeout, cancel, access=access, spool=spool)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _sha_of(path: Path) -> str | None:
+    """sha256 of the regular file at `path`, None if nothing is there, "" if it cannot be what ribbit
+    wrote: a link (never followed: `-> /dev/zero` would fill memory), a FIFO (never waited on), a
+    device, or a file past WATCH_HASH_LIMIT (the agent can replace a file ribbit wrote by any of
+    these in the same turn). Read in chunks."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError:
+        return ""
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > WATCH_HASH_LIMIT:
+            return ""
+        digest = hashlib.sha256()
+        total = 0
+        while chunk := os.read(fd, 1 << 20):
+            total += len(chunk)
+            if total > WATCH_HASH_LIMIT:
+                return ""
+            digest.update(chunk)
+        return digest.hexdigest()
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)

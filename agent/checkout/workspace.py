@@ -1,0 +1,376 @@
+"""One agent session on a repository: `open_workspace` wires sandbox, policy, journal and watcher, and the
+`Workspace` it returns is the session API the TUI and `ribbit run` hold (they call only its methods)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent.checkout.apply import read_regular
+from agent.core.approvals import MODES, AllowList, ApprovalPolicy, Approver, Mode
+from agent.checkout.diffs import unified_diff
+from agent.core.events import AgentEvent, CompactionEvent, EventSink, ExternalChangeEvent, NoticeEvent, SummaryEvent
+from agent.checkout.gitcmd import shown
+from agent.checkout.journal import Journal, JournalError, UndoResult, project_key, state_home
+from agent.core.loop import AgentSession, Limits, Notes
+from agent.checkout.readstate import ReadState
+from agent.core.resume import SessionResume
+from agent.checkout.sandbox import CommandRunner, LocalRunner, make_runner, sandbox_available
+from agent.checkout.sandbox_config import SandboxConfigError, load_settings
+from agent.core.saved_outputs import SavedOutputs
+from agent.core.saved_sessions import SavedSession, SessionRecorder
+from agent.core.transcript import fanout
+from agent.checkout.watcher import ExternalChange, RepoWatcher, WatchedRunner
+from models.base import ChatModel, ModelInfo
+from models.chat import ChatMessage, ToolCall
+
+# Tools whose calls may change files; only steps with one of them are snapshotted (Bash only when
+# a command ran with the repository writable: read-only runs cannot change anything).
+CHANGING_TOOLS = frozenset({"Write", "Edit"})
+NOTE_MAX_PATHS = 20
+
+
+class SetupError(Exception):
+    """One line for the user: why a session cannot start."""
+
+
+class ModeError(ValueError):
+    """One line for the user: why the session cannot switch to that mode."""
+
+
+@dataclass(frozen=True)
+class SetupNotice:
+    """A line about how the session was set up; `live` ones are also sent to the user as warnings."""
+
+    text: str
+    live: bool = False
+
+
+def project_state(root: Path) -> Path:
+    """Per-project settings folder (kept outside the repository, so nothing leaks into commits)."""
+    return state_home() / "projects" / project_key(root)
+
+
+def check_repo(repo: str | Path) -> Path:
+    root = Path(repo).expanduser()
+    if not root.exists():
+        raise SetupError(f"repository folder {root} does not exist")
+    if not root.is_dir():
+        raise SetupError(f"{root} is not a folder")
+    return root.resolve()
+
+
+def external_note(change: ExternalChange) -> str:
+    """The short note the model's next turn gets."""
+    shown = [p + (" (deleted)" if p in change.deleted else "") for p in change.paths[:NOTE_MAX_PATHS]]
+    more = f" and {len(change.paths) - NOTE_MAX_PATHS} more" if len(change.paths) > NOTE_MAX_PATHS else ""
+    return (
+        "Note: files changed outside the agent since your last turn: " + ", ".join(shown) + more
+        + ". Read them again before editing them."
+    )
+
+
+def locked_sink(sink: EventSink) -> EventSink:
+    """The watcher's thread emits too; one lock keeps events whole and in order for every consumer."""
+    lock = threading.Lock()
+
+    def emit(event: AgentEvent) -> None:
+        with lock:
+            sink(event)
+
+    return emit
+
+
+MAX_NAMED_REPOSITORIES = 5
+
+
+def naming_new_repositories(sink: EventSink, journal: Journal) -> EventSink:
+    """At the end of each task, a warning naming the git repositories the agent made (`sub/.git`):
+    the user's git-aware shell prompt runs their config (core.fsmonitor...) on `cd sub`."""
+    known = journal.nested_repositories()  # the user's own, from the start snapshot
+
+    def emit(event: AgentEvent) -> None:
+        if isinstance(event, SummaryEvent):
+            made = sorted(journal.nested_repositories() - known)
+            known.update(made)
+            if made:
+                names = ", ".join(shown(m) + "/" for m in made[:MAX_NAMED_REPOSITORIES])
+                more = f" and {len(made) - MAX_NAMED_REPOSITORIES} more" if len(made) > MAX_NAMED_REPOSITORIES else ""
+                sink(NoticeEvent(level="warning", text=(
+                    f"the agent made a git repository in {names}{more}: git run there (a git-aware shell prompt "
+                    "does on cd) follows its .git/config, which can run programs; check or remove its .git first"
+                )))
+        sink(event)
+
+    return emit
+
+
+@dataclass
+class Workspace:
+    """The session API: the TUI and `ribbit run` call only these methods (the agent thread runs `run`)."""
+
+    session: AgentSession
+    journal: Journal
+    runner: CommandRunner
+    watcher: RepoWatcher | None = None
+    # One line each for the status bar / stderr: sandbox state, watcher method.
+    sandbox_status: str = ""
+    watch_status: str = ""
+    notices: list[SetupNotice] = field(default_factory=list)
+    # --no-sandbox: the user's own choice, so full-auto is allowed without a sandbox.
+    no_sandbox: bool = False
+    # Cut Bash outputs, kept outside the repository for Read to page through.
+    outputs: SavedOutputs | None = None
+    # The saved session (agent.core.saved_sessions): resume, rewind; None when not saved.
+    saved: SessionResume | None = None
+
+    # -- what the UI shows ----------------------------------------------------------------------
+
+    @property
+    def model(self) -> ChatModel:
+        return self.session.model
+
+    @property
+    def model_info(self) -> ModelInfo:
+        return self.session.model.info
+
+    @property
+    def limits(self) -> Limits:
+        return self.session.limits
+
+    @property
+    def mode(self) -> Mode:
+        return self.session.approvals.mode
+
+    @property
+    def sandboxed(self) -> bool:
+        return self.runner.sandboxed
+
+    def context_used(self) -> int:
+        return self.session.model.context_used()
+
+    def reasoning_state(self) -> bool | None:
+        return self.session.reasoning_state()
+
+    # -- the conversation -----------------------------------------------------------------------
+
+    def run(self, task: str) -> SummaryEvent:
+        """Work on `task` (blocks: call it from a worker thread)."""
+        return self.session.run(task)
+
+    def cancel(self) -> None:
+        """Stop the current generation or tool (any thread)."""
+        self.session.cancel()
+
+    def clear(self) -> None:
+        """Start a new conversation: only the system prompt is kept (call it between runs)."""
+        self.session.clear()
+
+    def set_mode(self, mode: str) -> Mode:
+        """Switch the approval mode (a ModeChanged event follows); ModeError says why not."""
+        if mode not in MODES or mode == "review":
+            raise ModeError(f"cannot switch to {mode!r} here")
+        if mode == "full-auto" and not self.runner.sandboxed and not self.no_sandbox:
+            raise ModeError("full-auto needs the sandbox for Bash, and there is none")
+        self.session.approvals.set_mode(mode)  # type: ignore[arg-type]  # checked against MODES above
+        return self.mode
+
+    def set_reasoning(self, on: bool | None) -> bool:
+        return self.session.set_reasoning(on)
+
+    # -- the checkout ---------------------------------------------------------------------------
+
+    def patch(self) -> str:
+        return self.journal.patch()
+
+    def undo_last(self) -> UndoResult:
+        """`/undo`: the journal's undo_last (JournalError with one line when it refuses); the watcher is
+        told of each write first, so the undo is not reported as an outside change."""
+        return self.journal.undo_last(observer=self.watcher)
+
+    def session_diff(self) -> list[tuple[str, str]]:
+        """(path, unified diff) for each file the session changed, against the state at start. Runs git:
+        call it off the UI thread."""
+        journal = self.journal
+        if not journal.snapshots:
+            return []
+        start = journal.snapshots[0]
+        paths = set(self.session.changes.files_changed)
+        try:
+            paths.update(journal.changed_since_start())
+        except JournalError:  # git trouble: fall back to the files the agent itself wrote
+            pass
+        out = []
+        for display in sorted(paths):
+            old = self._text_at(start, display)
+            new_bytes = read_regular(self.session.root / display)
+            new = new_bytes.decode("utf-8", "replace") if new_bytes is not None else ""
+            if old == new:
+                continue
+            out.append((display, unified_diff(display, old, new)))
+        return out
+
+    def _text_at(self, commit: str, display: str) -> str | None:
+        try:
+            found = self.journal.read_blob(commit, display)
+        except JournalError:
+            return None
+        return found[0].decode("utf-8", "replace") if found is not None else None
+
+    def compact(self, focus: str = "") -> CompactionEvent:
+        """`/compact [focus]`: the model summarises the conversation, which goes on from the summary."""
+        return self.session.compact(focus=focus)
+
+    def rewind(self, index: int, *, files: bool = True, conversation: bool = True) -> str:
+        """`/rewind`: back to before the user's prompt `index` (agent.core.resume); one line saying what it did.
+        SessionError / JournalError (one line, nothing changed) where it refuses."""
+        if self.saved is None:
+            from agent.core.saved_sessions import SessionError
+
+            raise SessionError("this session is not saved, so it has no rewind points")
+        return self.saved.rewind(index, files=files, conversation=conversation)
+
+    def conversation(self) -> list[ChatMessage]:
+        """The conversation after the system prompt, as the model sees it (a copy: what the UI shows)."""
+        return list(self.session.messages[1:])
+
+    def prompts(self) -> list[str]:
+        """The user's prompts in this session, oldest first (what /rewind lists)."""
+        return self.saved.prompts() if self.saved is not None else []
+
+    def use_model(self, model: ChatModel) -> None:
+        """`/model`: the conversation goes on with another model (saved states follow it)."""
+        self.session.use_model(model)
+        if self.saved is not None:
+            self.saved.recorder.use_model(model)
+
+    def close(self) -> None:
+        """Stop the watcher thread and drop the runner's scratch folder; safe to call more than once."""
+        if self.watcher is not None:
+            self.watcher.stop()
+            self.watcher = None
+        self.runner.close()
+        if self.outputs is not None:
+            self.outputs.close()
+
+
+def open_workspace(
+    model: ChatModel,
+    root: Path,
+    *,
+    mode: Mode,
+    approver: Approver,
+    sink: EventSink,
+    limits: Limits | None = None,
+    no_sandbox: bool = False,
+    watch: bool = True,
+    journal_namespace: str | None = None,
+    reasoning: bool | None = None,
+    save: bool = False,
+    resume: SavedSession | None = None,
+) -> Workspace:
+    """`save`: keep the session on disk as it goes (agent.core.saved_sessions: the TUI and `ribbit run` do;
+    eval, review and benchmarks do not); `resume`: go on with a saved one (implies save)."""
+    root = check_repo(root)
+    try:
+        settings = load_settings()
+    except SandboxConfigError as exc:
+        raise SetupError(str(exc)) from None
+    sandbox_ok, why = (False, "disabled by --no-sandbox") if no_sandbox else sandbox_available()
+    if mode in ("full-auto", "review") and not sandbox_ok and not no_sandbox:
+        raise SetupError(f"{mode} mode needs a sandbox for Bash, and there is none ({why}); pass --no-sandbox to run anyway")
+    base_runner = make_runner(root, want_sandbox=sandbox_ok, settings=settings)
+    runner: CommandRunner = base_runner
+    sandbox_status = (
+        f"sandbox: {runner.name}" if runner.sandboxed
+        else f"NO SANDBOX ({why}): " + ("Bash runs unconfined" if mode in ("full-auto", "review") else "every Bash call asks")
+    )
+    allow = AllowList(project_state(root) / "allow.json")
+    policy = ApprovalPolicy(mode, allow, sandboxed=runner.sandboxed)
+    journal = Journal(root, namespace=journal_namespace) if journal_namespace else Journal(root)
+    swept = journal.sweep_temp_files()
+    if resume is not None:
+        journal.adopt(resume.session_id)  # undo goes on where the session left off
+    else:
+        journal.snapshot("start")
+    journal_notices = journal.take_notices()
+    recorder: SessionRecorder | None = None
+    if save or resume is not None:
+        recorder = SessionRecorder.resume(resume, model) if resume is not None else SessionRecorder.start(root, journal.session_id, model)
+        recorder.journal_index = lambda: len(journal.snapshots) - 1
+        sink = fanout([sink, recorder])
+    sink = locked_sink(sink)
+    session_sink = naming_new_repositories(sink, journal)
+    read_state = ReadState()
+    watcher: RepoWatcher | None = None
+    notices = [SetupNotice(sandbox_status, live=not runner.sandboxed and not no_sandbox)]
+    if swept:
+        notices.append(SetupNotice("removed temp files left by an interrupted write: " + ", ".join(swept[:5]), live=True))
+    notes = Notes()
+
+    def on_external(change: ExternalChange) -> None:
+        for rel in change.paths:
+            read_state.mark_stale(root / rel)
+        notes.add(external_note(change))
+        sink(ExternalChangeEvent(paths=change.paths))
+
+    if watch:
+        watcher = RepoWatcher(root, on_external, is_ignored=journal.ignored)
+        notices.append(SetupNotice(watcher.start(), live=watcher.method == "polling"))
+        runner = WatchedRunner(runner, watcher)
+    notices += [SetupNotice(line, live=True) for line in journal_notices]  # paths the start snapshot could not record
+    outputs = SavedOutputs()  # cut Bash outputs, for Read to page through (outside the repository)
+    session = AgentSession(
+        model, root, policy=policy, approver=approver, runner=runner, sink=session_sink, limits=limits,
+        read_state=read_state, write_observer=watcher, reasoning=reasoning, outputs=outputs,
+        notes=notes, after_step=snapshot_changes(journal, base_runner, watcher, sink),
+    )
+    saved: SessionResume | None = None
+    if recorder is not None:
+        saved = SessionResume(session, journal, recorder)
+
+        def before_task(prompt: str) -> None:
+            # The files as they are when the prompt arrives: the point /rewind puts them back to.
+            foreign, mixed = watcher.take_since_snapshot() if watcher else (set(), set())
+            for line in journal.record_step("before a prompt", foreign=foreign, mixed=mixed):
+                sink(NoticeEvent(level="warning", text=line))
+            assert recorder is not None
+            recorder.before_task(prompt)
+
+        session.before_task = before_task
+        if resume is not None:
+            saved.restore(resume)
+        recorder.attach(session.messages)
+    for notice in notices:
+        # Only what the user must know about goes to the live stream; the rest is in `notices`.
+        # (--no-sandbox was the user's own choice: the status bar says it, no warning needed.)
+        if notice.live:
+            sink(NoticeEvent(level="warning", text=notice.text))
+    return Workspace(
+        session=session, journal=journal, runner=runner, watcher=watcher, sandbox_status=sandbox_status,
+        watch_status=watcher.message if watcher else "", notices=notices, no_sandbox=no_sandbox,
+        outputs=outputs, saved=saved,
+    )
+
+
+def snapshot_changes(
+    journal: Journal, runner: CommandRunner, watcher: RepoWatcher | None, sink: EventSink,
+) -> Callable[[int, list[ToolCall]], None]:
+    """The session's after-step hook: a journal snapshot after each step that may have changed files."""
+    writable_runs = [runner.writable_runs if isinstance(runner, LocalRunner) else 0]
+
+    def after_step(step: int, calls: list[ToolCall]) -> None:
+        changed = any(call.name in CHANGING_TOOLS for call in calls)
+        if isinstance(runner, LocalRunner):
+            changed |= runner.writable_runs != writable_runs[0]
+            writable_runs[0] = runner.writable_runs
+        else:
+            changed |= any(call.name == "Bash" for call in calls)
+        if changed:
+            foreign, mixed = watcher.take_since_snapshot() if watcher else (set(), set())
+            for line in journal.record_step(f"step {step}", foreign=foreign, mixed=mixed):
+                sink(NoticeEvent(level="warning", text=line))
+
+    return after_step

@@ -1,0 +1,274 @@
+"""Who decides: the mode's policy says whether to ask; an Approver (TUI or stdin) answers."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from agent.checkout.diffs import Hunk
+from agent.core.events import AgentEvent, ApprovalEvent, ModeChanged
+from agent.checkout.sandbox import Access
+
+Mode = Literal["ask", "auto-edit", "full-auto", "review"]
+MODES: tuple[Mode, ...] = ("ask", "auto-edit", "full-auto", "review")
+
+
+class EditApprovalRequest(BaseModel):
+    kind: Literal["edit"] = "edit"
+    tool_call_id: str
+    tool: str
+    path: str
+    is_new_file: bool
+    diff: str
+    hunks: list[Hunk]
+
+
+class BashApprovalRequest(BaseModel):
+    kind: Literal["bash"] = "bash"
+    tool_call_id: str
+    command: str
+    cwd: str
+    sandboxed: bool
+    description: str | None = None
+    # What the command gets if approved: the repository writable (and, when sandboxed, nothing else).
+    access: Access = "read-write"
+    # True when the command ran read-only without asking and failed trying to write: the question
+    # is whether to run it again with write access.
+    tried_to_write: bool = False
+
+    def where(self) -> str:
+        """One line on what approving means, for any approver that prints the request."""
+        if not self.sandboxed:
+            return "NOT sandboxed: it can change anything you can"
+        text = "sandboxed: the repository writable (not .git), no network"
+        if self.tried_to_write:
+            return "it tried to write when run read-only; run it again " + text.removeprefix("sandboxed: ")
+        return text
+
+
+class PatchHunkApprovalRequest(BaseModel):
+    """Review mode: one hunk of the agent's finished patch, to apply to the live checkout or not.
+
+    `tool`, `path` and `diff` have the same meaning as on an edit request, so an approver that
+    shows those works unchanged; `kind` tells them apart.
+    """
+
+    kind: Literal["patch_hunk"] = "patch_hunk"
+    tool_call_id: str = ""
+    tool: str = "Review"
+    path: str
+    status: Literal["added", "modified", "deleted"]
+    binary: bool = False
+    hunk_index: int  # 0-based, within the file
+    hunk_count: int
+    diff: str
+
+
+ApprovalRequest = EditApprovalRequest | BashApprovalRequest | PatchHunkApprovalRequest
+
+
+class ApprovalDecision(BaseModel):
+    approved: bool
+    reason: str | None = None
+    # For edits: indices of the hunks to apply; None means all of them.
+    hunks: list[int] | None = None
+    # "session": approve this and all further edits (switch to auto-edit);
+    # "prefix": always allow this command's prefix in this repo.
+    remember: Literal["session", "prefix"] | None = None
+
+
+class Approver(Protocol):
+    def decide(self, request: ApprovalRequest) -> ApprovalDecision:
+        """Block until the user decides. Called from the agent's thread."""
+        ...
+
+
+class RejectAll:
+    """Answers no to everything: the safe default when nobody can be asked."""
+
+    def decide(self, request: ApprovalRequest) -> ApprovalDecision:
+        return ApprovalDecision(approved=False, reason="no one was available to approve")
+
+
+# Commands that run without a question in ask/auto-edit when the sandbox is on, with the repository
+# read-only: the list is about what is worth not asking for, the sandbox about what cannot write.
+DEFAULT_ALLOW = (
+    "ls", "pwd", "cat", "head", "tail", "wc", "grep", "rg", "find", "tree", "file", "stat", "echo",
+    "git status", "git diff", "git log", "git show", "git branch", "python --version", "which",
+)
+# Anything that chains, redirects or substitutes could smuggle another command past a prefix.
+_SHELL_META = re.compile(r"[;&|<>`$(){}\n\\]")
+
+
+def command_prefix(command: str) -> str:
+    """The prefix remembered by 'always allow': the program and, for git-like tools, the verb."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return command.strip()
+    if not words:
+        return ""
+    if len(words) > 1 and words[0] in {"git", "python", "python3", "uv", "npm", "cargo", "go", "make", "pytest"}:
+        return " ".join(words[:2])
+    return words[0]
+
+
+class AllowList:
+    """Command prefixes that run without asking; user additions persist per project."""
+
+    def __init__(self, store: Path | None = None, defaults: tuple[str, ...] = DEFAULT_ALLOW) -> None:
+        self.store = store
+        self.defaults = defaults
+        self.user: list[str] = []
+        if store and store.exists():
+            try:
+                self.user = [str(p) for p in json.loads(store.read_text()).get("allow", [])]
+            except (OSError, ValueError, AttributeError):
+                self.user = []
+
+    def allows(self, command: str) -> bool:
+        text = command.strip()
+        if not text or _SHELL_META.search(text):
+            return False
+        try:
+            words = shlex.split(text)
+        except ValueError:
+            return False
+        for prefix in (*self.defaults, *self.user):
+            pwords = prefix.split()
+            if words[: len(pwords)] == pwords:
+                return True
+        return False
+
+    def add(self, prefix: str) -> None:
+        if prefix and prefix not in self.user:
+            self.user.append(prefix)
+            if self.store:
+                self.store.parent.mkdir(parents=True, exist_ok=True)
+                self.store.write_text(json.dumps({"allow": self.user}, indent=2) + "\n")
+
+
+class BashPlan(BaseModel):
+    """How one Bash command goes: asked about first or not, and what it may write."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ask: bool
+    access: Access
+    # A read-only run that fails on a write may ask the user to run it again writable.
+    may_ask_to_write: bool = False
+
+
+ASK_THEN_WRITE = BashPlan(ask=True, access="read-write")
+WRITE_WITHOUT_ASKING = BashPlan(ask=False, access="read-write")
+READ_ONLY_THEN_ASK = BashPlan(ask=False, access="read-only", may_ask_to_write=True)
+# Issue 14's `plan` mode: every command read-only, never a question.
+READ_ONLY_ONLY = BashPlan(ask=False, access="read-only")
+
+
+class ApprovalPolicy:
+    """The mode table of CONTRACT.md. Mutable: 'approve all' switches ask -> auto-edit."""
+
+    def __init__(self, mode: Mode, allow: AllowList, sandboxed: bool) -> None:
+        self.mode = mode
+        self.allow = allow
+        self.sandboxed = sandboxed
+
+    def edit_needs_approval(self) -> bool:
+        return self.mode == "ask"
+
+    def plan_bash(self, command: str) -> BashPlan:
+        """CONTRACT "What without asking may do": in ask and auto-edit a command runs without a question
+        only if it cannot write, i.e. read-only in the sandbox; writing needs a yes."""
+        if self.mode in ("full-auto", "review"):
+            # Those modes only start without a sandbox when the user said --no-sandbox.
+            return WRITE_WITHOUT_ASKING
+        if not self.sandboxed:
+            return ASK_THEN_WRITE  # nothing can make a command read-only: every one asks
+        return READ_ONLY_THEN_ASK if self.allow.allows(command) else ASK_THEN_WRITE
+
+    def bash_needs_approval(self, command: str) -> bool:
+        return self.plan_bash(command).ask
+
+
+@dataclass(frozen=True)
+class EditNeed:
+    """A Write/Edit: asks in ask mode; 'approve all' switches the session to auto-edit."""
+
+
+@dataclass(frozen=True)
+class CommandNeed:
+    """A Bash command: asks as the mode's plan for it says (or when a read-only run tried to write);
+    'always allow' remembers its prefix for this project."""
+
+    command: str
+    tried_to_write: bool = False
+
+
+@dataclass(frozen=True)
+class ReviewNeed:
+    """Review mode: every hunk of the finished patch is asked about."""
+
+
+ApprovalNeed = EditNeed | CommandNeed | ReviewNeed
+
+
+class ApprovalOrchestrator:
+    """The one place every tool's approval is decided: policy, then ask, then remember (as codex's tool
+    orchestrator). A tool declares what it needs and how to build the request; the request (a diff,
+    say) is only built when someone is asked. The mode lives here, and every change is an event."""
+
+    def __init__(self, policy: ApprovalPolicy, approver: Approver, emit: Callable[[AgentEvent], None]) -> None:
+        self.policy = policy
+        self.approver = approver
+        self.emit = emit
+
+    @property
+    def mode(self) -> Mode:
+        return self.policy.mode
+
+    def set_mode(self, mode: Mode) -> None:
+        if mode != self.policy.mode:
+            self.policy.mode = mode
+            self.emit(ModeChanged(mode=mode))
+
+    def plan_command(self, command: str) -> BashPlan:
+        return self.policy.plan_bash(command)
+
+    def decide(self, need: ApprovalNeed, request: Callable[[], ApprovalRequest]) -> ApprovalDecision | None:
+        """None when the policy lets it through without asking; else the user's decision, recorded in the
+        transcript and remembered as they asked."""
+        if not self._asks(need):
+            return None
+        asked = request()
+        decision = self.approver.decide(asked)
+        self.emit(
+            ApprovalEvent(
+                tool_call_id=asked.tool_call_id,
+                decision="approved" if decision.approved else "rejected",
+                reason=decision.reason,
+            )
+        )
+        self._remember(need, decision)
+        return decision
+
+    def _asks(self, need: ApprovalNeed) -> bool:
+        if isinstance(need, EditNeed):
+            return self.policy.edit_needs_approval()
+        if isinstance(need, CommandNeed):
+            return need.tried_to_write or self.policy.plan_bash(need.command).ask
+        return True
+
+    def _remember(self, need: ApprovalNeed, decision: ApprovalDecision) -> None:
+        if isinstance(need, EditNeed) and decision.remember == "session":
+            self.set_mode("auto-edit")
+        elif isinstance(need, CommandNeed) and decision.approved and decision.remember == "prefix":
+            # 'Always allow': the prefix runs without asking from now on, read-only.
+            self.policy.allow.add(command_prefix(need.command))

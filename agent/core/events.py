@@ -1,0 +1,155 @@
+"""Events the agent emits. The TUI, `ribbit run` and the transcript writer all consume the same stream.
+
+Transcript events (CONTRACT.md) are `message`, `usage`, `approval`, `external_change`, `compaction`,
+`summary`; the rest are for live display only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from models.chat import ChatMessage, ToolCall
+
+StopReason = Literal["finished", "max_steps", "context", "turn_tokens", "error", "interrupted"]
+
+
+class MessageEvent(BaseModel):
+    type: Literal["message"] = "message"
+    message: ChatMessage
+
+    def transcript(self) -> dict[str, Any]:
+        return {"type": "message", "message": self.message.to_openai()}
+
+
+class UsageEvent(BaseModel):
+    type: Literal["usage"] = "usage"
+    step: int
+    prompt_tokens: int
+    cached_tokens: int
+    evaluated_tokens: int
+    completion_tokens: int
+    prefill_s: float
+    decode_s: float
+    # What the server says the turn cost, where it reports it (hosted openai: endpoints); else null.
+    cost: float | None = None
+
+
+class ApprovalEvent(BaseModel):
+    type: Literal["approval"] = "approval"
+    tool_call_id: str
+    decision: Literal["approved", "rejected"]
+    reason: str | None = None
+
+
+class ExternalChangeEvent(BaseModel):
+    type: Literal["external_change"] = "external_change"
+    paths: list[str]
+
+
+class CompactionEvent(BaseModel):
+    """The conversation was summarised to fit the context (agent.core.compaction): prompt tokens before and after."""
+
+    type: Literal["compaction"] = "compaction"
+    before_tokens: int
+    after_tokens: int
+    # Beyond the contract's two counts: why ("auto": the next turn would not fit with room for a summary,
+    # "overflow": a turn ran out of room, "manual": /compact) and the summary that replaced the conversation.
+    trigger: str = "auto"
+    summary: str = ""
+
+
+class SummaryEvent(BaseModel):
+    type: Literal["summary"] = "summary"
+    steps: int
+    stop_reason: StopReason
+    files_changed: list[str]
+    # Not in the transcript contract's required keys, but useful to every consumer.
+    message: str | None = None
+
+
+# --- live-only events -------------------------------------------------------------------------
+
+
+class TextDelta(BaseModel):
+    type: Literal["text_delta"] = "text_delta"
+    text: str
+
+
+class ReasoningDelta(BaseModel):
+    type: Literal["reasoning_delta"] = "reasoning_delta"
+    text: str
+
+
+class PrefillEvent(BaseModel):
+    """The model is reading its prompt: `done` of `total` new tokens evaluated."""
+
+    type: Literal["prefill"] = "prefill"
+    done: int
+    total: int
+
+
+class TurnStarted(BaseModel):
+    type: Literal["turn_started"] = "turn_started"
+    step: int
+
+
+class ToolCallEvent(BaseModel):
+    type: Literal["tool_call"] = "tool_call"
+    call: ToolCall
+
+
+class ToolResultEvent(BaseModel):
+    type: Literal["tool_result"] = "tool_result"
+    tool_call_id: str
+    name: str
+    output: str
+    is_error: bool
+
+
+class NoticeEvent(BaseModel):
+    """Something the user should see that is not part of the conversation (warnings, parse errors)."""
+
+    type: Literal["notice"] = "notice"
+    level: Literal["info", "warning", "error"] = "info"
+    text: str
+
+
+class ModeChanged(BaseModel):
+    """The approval mode changed (the user's /mode, or 'approve all' during a review); live only."""
+
+    type: Literal["mode_changed"] = "mode_changed"
+    mode: str
+
+
+AgentEvent = (
+    MessageEvent
+    | UsageEvent
+    | ApprovalEvent
+    | ExternalChangeEvent
+    | CompactionEvent
+    | SummaryEvent
+    | TextDelta
+    | ReasoningDelta
+    | PrefillEvent
+    | TurnStarted
+    | ToolCallEvent
+    | ToolResultEvent
+    | NoticeEvent
+    | ModeChanged
+)
+
+EventSink = Callable[[AgentEvent], None]
+
+TRANSCRIPT_TYPES = frozenset({"message", "usage", "approval", "external_change", "compaction", "summary"})
+
+
+def transcript_record(event: AgentEvent) -> dict[str, Any] | None:
+    """The JSON Lines record for a transcript event, or None for live-only events."""
+    if event.type not in TRANSCRIPT_TYPES:
+        return None
+    if isinstance(event, MessageEvent):
+        return event.transcript()
+    return event.model_dump(exclude_none=False)
