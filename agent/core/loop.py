@@ -14,7 +14,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ValidationError
 
-from agent.core.approvals import ApprovalOrchestrator, ApprovalPolicy, Approver
+from agent.core.approvals import PLAN_TASK_NOTE, ApprovalOrchestrator, ApprovalPolicy, Approver
 from agent.checkout.changes import AgentWriteObserver, ChangeGate
 from agent.core.compaction import Compactor
 from agent.core.crashlog import describe, one_line
@@ -216,6 +216,8 @@ class AgentSession:
         notes = self._take_notes()  # e.g. files changed outside the agent while it was idle
         self.task = task
         self.before_task(task)
+        if self.approvals.mode == "plan":
+            notes = PLAN_TASK_NOTE + ("\n\n" + notes if notes else "")
         self._add(ChatMessage(role="user", content=task + ("\n\n" + notes if notes else "")))
         reason: StopReason = "finished"
         message = "the model finished"
@@ -413,6 +415,9 @@ class AgentSession:
         if tool is None:
             names = ", ".join(self.tools)
             return f"Error: there is no tool named {call.name!r}; the tools are {names}", True
+        refusal = self.approvals.refusal(call.name)
+        if refusal is not None:
+            return f"Error: {refusal}", True
         try:
             args = tool.args_model.model_validate(call.arguments)
         except ValidationError as exc:
