@@ -214,11 +214,10 @@ class AgentSession:
         self._malformed_in_row = 0
         self.compactor.start_run()
         notes = self._take_notes()  # e.g. files changed outside the agent while it was idle
-        self.task = task
+        # Plan mode's note goes with the task (compaction restarts from it too), not in the system prompt.
+        self.task = task + ("\n\n" + PLAN_TASK_NOTE if self.approvals.mode == "plan" else "")
         self.before_task(task)
-        if self.approvals.mode == "plan":
-            notes = PLAN_TASK_NOTE + ("\n\n" + notes if notes else "")
-        self._add(ChatMessage(role="user", content=task + ("\n\n" + notes if notes else "")))
+        self._add(ChatMessage(role="user", content=self.task + ("\n\n" + notes if notes else "")))
         reason: StopReason = "finished"
         message = "the model finished"
         try:
