@@ -232,12 +232,18 @@ class TurnStats:
     shown_at: float = 0.0
 
 
+CARRY_OUT_PLAN = "Carry out this plan:\n\n"
+PLAN_KEY_HINT = "each edit is still shown to you first; or type to keep planning"
+
+
 class RibbitApp(App[int]):
     TITLE = "ribbit"
     BINDINGS = [
         Binding("escape", "stop", "Stop", show=False),
         Binding("ctrl+c", "ctrl_c", "Quit", show=False, priority=True),
         Binding("ctrl+q", "quit_app", "Quit", show=False, priority=True),
+        # Plan mode's finished plan becomes the next task in one key (as Claude Code's plan approval).
+        Binding("ctrl+g", "carry_out_plan", "Carry out the plan", show=False, priority=True),
     ]
 
     def __init__(self, config: AppConfig) -> None:
@@ -249,6 +255,9 @@ class RibbitApp(App[int]):
         self.model: ChatModel | None = None
         self.busy = False
         self.pending_task: str | None = None
+        # The last plan-mode task's final answer, until it is carried out or another task starts.
+        self.finished_plan: str | None = None
+        self._last_answer = ""
         self.external_paths: set[str] = set()
         self.turn = TurnStats()
         self._last_ctrl_c = 0.0
@@ -401,6 +410,8 @@ class RibbitApp(App[int]):
         self.start_task(text)
 
     def start_task(self, task: str) -> None:
+        self.finished_plan = None
+        self._last_answer = ""
         self.busy = True
         self.main.status.activity = "working"
         self.run_agent(task)
@@ -470,6 +481,8 @@ class RibbitApp(App[int]):
         elif isinstance(item, MessageEvent):
             if item.message.role == "assistant":
                 await transcript.end_turn()
+                if not item.message.tool_calls:
+                    self._last_answer = item.message.content.strip()
         elif isinstance(item, UsageEvent):
             status.prefill = None
             if item.decode_s > 0 and item.completion_tokens:
@@ -502,6 +515,9 @@ class RibbitApp(App[int]):
             if item.stop_reason == "finished":
                 changed = ", ".join(item.files_changed) if item.files_changed else "none"
                 await transcript.add_notice(f"done after {item.steps} steps · files changed: {changed}")
+                if self.workspace is not None and self.workspace.mode == "plan" and self._last_answer:
+                    self.finished_plan = self._last_answer
+                    await transcript.add_notice(f"plan ready · Ctrl+G carries it out in ask mode ({PLAN_KEY_HINT})")
         elif isinstance(item, ApprovalRequested):
             await transcript.end_turn()
             self.ask(item.request, item.future)
@@ -605,6 +621,23 @@ class RibbitApp(App[int]):
             await transcript.clear()
             self.workspace.clear()  # keeps the system prompt; the next task starts a new conversation
             self.main.status.step = 0
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "carry_out_plan":  # otherwise the key goes on to the focused widget
+            return self.finished_plan is not None and not self.busy and self.workspace is not None
+        return True
+
+    async def action_carry_out_plan(self) -> None:
+        """Ctrl+G on a finished plan: leave plan mode for ask (every edit still shown first) and send it."""
+        plan, workspace = self.finished_plan, self.workspace
+        if plan is None or workspace is None or self.busy:
+            return
+        self.finished_plan = None
+        self.main.status.mode = workspace.set_mode("ask")
+        await self.main.transcript.add_notice("mode is now ask")
+        task = CARRY_OUT_PLAN + plan
+        await self.main.transcript.add_user(task)
+        self.start_task(task)
 
     async def set_mode(self, mode: str) -> None:
         assert self.workspace is not None

@@ -285,7 +285,10 @@ def open_workspace(
     runner: CommandRunner = base_runner
     sandbox_status = (
         f"sandbox: {runner.name}" if runner.sandboxed
-        else f"NO SANDBOX ({why}): " + ("Bash runs unconfined" if mode in ("full-auto", "review") else "every Bash call asks")
+        else f"NO SANDBOX ({why}): " + (
+            "Bash runs unconfined" if mode in ("full-auto", "review")
+            else "Bash cannot run in plan mode" if mode == "plan" else "every Bash call asks"
+        )
     )
     allow = AllowList(project_state(root) / "allow.json")
     policy = ApprovalPolicy(mode, allow, sandboxed=runner.sandboxed)

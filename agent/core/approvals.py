@@ -16,8 +16,23 @@ from agent.checkout.diffs import Hunk
 from agent.core.events import AgentEvent, ApprovalEvent, ModeChanged
 from agent.checkout.sandbox import Access
 
-Mode = Literal["ask", "auto-edit", "full-auto", "review"]
-MODES: tuple[Mode, ...] = ("ask", "auto-edit", "full-auto", "review")
+Mode = Literal["ask", "auto-edit", "full-auto", "review", "plan"]
+MODES: tuple[Mode, ...] = ("ask", "auto-edit", "full-auto", "review", "plan")
+
+# Plan mode: the agent explores and ends with a plan; nothing in the checkout may change.
+PLAN_REFUSED_TOOLS = frozenset({"Write", "Edit"})
+PLAN_REFUSAL = (
+    "{tool} is not available in plan mode: nothing may change in the repository. Keep exploring with "
+    "Read, Glob and read-only Bash, then end your turn with the plan (the files to change and how), "
+    "without calling a tool."
+)
+# Added to each task sent in plan mode (not to the system prompt, so saved system-prompt states are shared).
+PLAN_TASK_NOTE = (
+    "Note: plan mode. Do not change anything: Write and Edit are refused and Bash runs with the repository "
+    "read-only and no network. Explore with Read, Glob and Bash as needed, then end with a plan: a short "
+    "numbered list of steps naming the files to change and what to change in each, and how to check the "
+    "result. Do not call a tool in your final answer."
+)
 
 
 class EditApprovalRequest(BaseModel):
@@ -186,7 +201,10 @@ class ApprovalPolicy:
 
     def plan_bash(self, command: str) -> BashPlan:
         """CONTRACT "What without asking may do": in ask and auto-edit a command runs without a question
-        only if it cannot write, i.e. read-only in the sandbox; writing needs a yes."""
+        only if it cannot write, i.e. read-only in the sandbox; writing needs a yes. In plan mode every
+        command runs read-only and none asks (without a sandbox none can run: the runner refuses)."""
+        if self.mode == "plan":
+            return READ_ONLY_ONLY
         if self.mode in ("full-auto", "review"):
             # Those modes only start without a sandbox when the user said --no-sandbox.
             return WRITE_WITHOUT_ASKING
@@ -242,9 +260,18 @@ class ApprovalOrchestrator:
     def plan_command(self, command: str) -> BashPlan:
         return self.policy.plan_bash(command)
 
+    def refusal(self, tool: str) -> str | None:
+        """Why the mode refuses this tool outright (the `Error:` text for the model), or None."""
+        if self.policy.mode == "plan" and tool in PLAN_REFUSED_TOOLS:
+            return PLAN_REFUSAL.format(tool=tool)
+        return None
+
     def decide(self, need: ApprovalNeed, request: Callable[[], ApprovalRequest]) -> ApprovalDecision | None:
         """None when the policy lets it through without asking; else the user's decision, recorded in the
         transcript and remembered as they asked."""
+        if isinstance(need, EditNeed) and self.policy.mode == "plan":
+            # The loop refuses Write/Edit first; this holds too if the mode changed mid-step.
+            return ApprovalDecision(approved=False, reason="plan mode changes nothing")
         if not self._asks(need):
             return None
         asked = request()

@@ -14,7 +14,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ValidationError
 
-from agent.core.approvals import ApprovalOrchestrator, ApprovalPolicy, Approver
+from agent.core.approvals import PLAN_TASK_NOTE, ApprovalOrchestrator, ApprovalPolicy, Approver
 from agent.checkout.changes import AgentWriteObserver, ChangeGate
 from agent.core.compaction import Compactor
 from agent.core.crashlog import describe, one_line
@@ -214,9 +214,10 @@ class AgentSession:
         self._malformed_in_row = 0
         self.compactor.start_run()
         notes = self._take_notes()  # e.g. files changed outside the agent while it was idle
-        self.task = task
+        # Plan mode's note goes with the task (compaction restarts from it too), not in the system prompt.
+        self.task = task + ("\n\n" + PLAN_TASK_NOTE if self.approvals.mode == "plan" else "")
         self.before_task(task)
-        self._add(ChatMessage(role="user", content=task + ("\n\n" + notes if notes else "")))
+        self._add(ChatMessage(role="user", content=self.task + ("\n\n" + notes if notes else "")))
         reason: StopReason = "finished"
         message = "the model finished"
         try:
@@ -413,6 +414,9 @@ class AgentSession:
         if tool is None:
             names = ", ".join(self.tools)
             return f"Error: there is no tool named {call.name!r}; the tools are {names}", True
+        refusal = self.approvals.refusal(call.name)
+        if refusal is not None:
+            return f"Error: {refusal}", True
         try:
             args = tool.args_model.model_validate(call.arguments)
         except ValidationError as exc:

@@ -17,13 +17,13 @@ SLASH_COMMANDS: dict[str, str] = {
     "/rewind": "back to before an earlier prompt: its files, the conversation, or both",
     "/compact": "summarise the conversation to free the context: /compact [what to focus on]",
     "/clear": "clear the transcript and start a new conversation",
-    "/mode": "show or set the approval mode: /mode ask|auto-edit|full-auto",
+    "/mode": "show or set the approval mode: /mode ask|auto-edit|full-auto|plan",
     "/model": "show the model in use, or switch to another: /model SPEC",
     "/think": "reasoning on or off from the next turn: /think on|off",
     "/init": "ask the model to draft an AGENTS.md for this repository (shown as a diff)",
     "/quit": "quit ribbit",
 }
-MODE_ARGS = ("ask", "auto-edit", "full-auto")
+MODE_ARGS = ("ask", "auto-edit", "full-auto", "plan")
 COMMAND_ARGS: dict[str, tuple[str, ...]] = {"/mode": MODE_ARGS, "/think": ("on", "off")}
 
 

@@ -16,6 +16,10 @@ READ_ONLY_NOTE = (
     "Note: this command ran without asking, so with the repository read-only; it tried to write, "
     "and nothing was changed."
 )
+PLAN_READ_ONLY_NOTE = (
+    "Note: plan mode runs every command with the repository read-only; this one tried to write, and "
+    "nothing was changed. It cannot write in plan mode: put the change in your plan instead."
+)
 
 
 class BashArgs(ToolArgs):
@@ -106,7 +110,7 @@ class BashTool(Tool[BashArgs]):
                     spool = ctx.outputs.new_spool() if ctx.outputs is not None else None
                 result = self._execute(args, ctx, "read-write", spool)
             else:
-                note = READ_ONLY_NOTE if decision is None else _rejected(
+                note = PLAN_READ_ONLY_NOTE if approvals.mode == "plan" else READ_ONLY_NOTE if decision is None else _rejected(
                     READ_ONLY_NOTE + " The user did not allow running it with write access.", decision
                 )
         return self._format(args, ctx, result, note, spool)
