@@ -44,7 +44,7 @@ def run_forced(model: LlamaCppModel, repo: Path, turns: list[str], reasoning: bo
     forced = ForcedTurns(model, turns, final="Fixed: add() now adds.")
     workspace = open_workspace(
         forced, repo, mode="auto-edit", approver=Approve(), sink=events.append, no_sandbox=True, watch=False,
-        limits=Limits(context=WINDOW, max_steps=20), save=False, reasoning=reasoning,
+        limits=Limits(context=WINDOW, max_steps=20, tool_output_tokens=WINDOW), save=False, reasoning=reasoning,
     )
     try:
         workspace.session.run("fix the bug in calc.py")
