@@ -234,7 +234,14 @@ class RepoWatcher:
 
     @contextmanager
     def agent_running(self) -> Iterator[None]:
-        """Everything that changes while the agent's command runs is the agent's doing."""
+        """Everything that changes while the agent's command runs is the agent's doing.
+
+        Events already pending (say, of the agent's Write a moment ago) are judged first, by content,
+        while the files are still as that write left them: judged after the command changed the file
+        again, the write's own event would look like someone else's change (and undo would refuse).
+        """
+        self.flush_now()
+        self.wait_idle(timeout=2.0)
         with self._lock:
             self._agent_busy += 1
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from pathlib import Path
 
 from agent.core.transcript import TranscriptWriter, fanout
@@ -204,3 +205,31 @@ def test_a_tree_too_deep_for_inotify_is_polled_from_the_start(tmp_path: Path, re
         assert watcher.method == "polling"
     finally:
         watcher.stop()
+
+
+def test_the_agents_write_then_its_command_on_the_same_file_stay_the_agents(repo: Path) -> None:
+    """A Write whose event is still waiting (debounce) when the agent's next command changes the same
+    file is judged by content before the command runs, so neither counts as an outside change."""
+    from agent.checkout.apply import atomic_write
+    from agent.checkout.sandbox import LocalRunner
+    from agent.checkout.watcher import WatchedRunner
+
+    seen: list[ExternalChange] = []
+    watcher = RepoWatcher(repo, seen.append, debounce_s=30.0)  # the Write's event waits in the batch
+    watcher.start()
+    runner = WatchedRunner(LocalRunner(repo), watcher)
+    try:
+        atomic_write(repo / "calc.py", b"one\n", observer=watcher)
+        watcher.agent_wrote(repo / "calc.py")
+        deadline = time.monotonic() + 10
+        while not watcher._pending and time.monotonic() < deadline:  # noqa: SLF001 (the event has arrived)
+            time.sleep(0.01)
+        assert watcher._pending  # noqa: SLF001
+        runner.run("echo two >> calc.py", repo, 30, threading.Event())
+        foreign, mixed = watcher.take_since_snapshot()
+    finally:
+        runner.close()
+        watcher.stop()
+    assert (repo / "calc.py").read_bytes() == b"one\ntwo\n"
+    assert (foreign, mixed) == (set(), set())
+    assert seen == []
