@@ -340,7 +340,7 @@ def settings_speed(path: Path, rounds: int, prompt: int = 512, decode: int = 16)
     return {"threads": threads, "rows": rows}
 
 
-COPY_FILE = Path(__file__).resolve().parents[1] / "agent" / "tools" / "read.py"
+COPY_FILE = Path(__file__).resolve().parents[1] / "agent" / "core" / "tools" / "read.py"
 
 
 def copy_speedup(path: Path, work: Path, rounds: int, tokens: int) -> dict:
