@@ -264,6 +264,7 @@ class RibbitApp(App[int]):
         self.last_key_at = 0.0
         self.collector = QuietCollector()
         self._agent_thread: threading.Thread | None = None
+        self.preloading = threading.Event()  # set while a preload reads (workers run on pooled threads)
         self.main = MainScreen(last_input_at=lambda: self.last_key_at)
 
     async def on_event(self, event: events.Event) -> None:
@@ -339,6 +340,8 @@ class RibbitApp(App[int]):
         if self.pending_task is not None:
             task, self.pending_task = self.pending_task, None
             self.start_task(task)
+        else:
+            self.preload()
 
     async def show_conversation(self) -> None:
         """A resumed (or rewound) conversation in the transcript: the prompts and the model's answers."""
@@ -386,10 +389,14 @@ class RibbitApp(App[int]):
             self.workspace.close()
 
     def join_agent(self, timeout: float = 30.0) -> None:
-        """Wait for the agent thread to stop, so no write is cut off when the process exits."""
+        """Wait for the agent thread (and a preload) to stop, so no write is cut off and no model call is
+        under way when the process exits."""
         thread = self._agent_thread
         if thread is not None and thread.is_alive():
             thread.join(timeout)
+        deadline = time.monotonic() + timeout
+        while self.preloading.is_set() and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     # -- running tasks --------------------------------------------------------------------------
 
@@ -415,6 +422,18 @@ class RibbitApp(App[int]):
         self.busy = True
         self.main.status.activity = "working"
         self.run_agent(task)
+
+    @work(thread=True, group="preload")
+    def preload(self) -> None:
+        """Read the system prompt while the user types the first task (models.base.Preloading); a task
+        submitted meanwhile waits for it inside the session, the status bar showing the progress."""
+        if self.workspace is None:
+            return
+        self.preloading.set()
+        try:
+            self.workspace.preload()
+        finally:
+            self.preloading.clear()
 
     @work(thread=True, exclusive=True, group="agent")
     def run_agent(self, task: str) -> None:
@@ -620,6 +639,7 @@ class RibbitApp(App[int]):
         elif command == "/clear":
             await transcript.clear()
             self.workspace.clear()  # keeps the system prompt; the next task starts a new conversation
+            self.preload()  # back to just the system prompt, read (or restored) before the next task
             self.main.status.step = 0
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -708,6 +728,10 @@ class RibbitApp(App[int]):
         if self.busy:  # a task started while it loaded: keep the model the task runs on
             message.model.close()
             await transcript.add_notice("/model: the agent started working; switch again when it stops", "warning")
+            return
+        if self.preloading.is_set():
+            message.model.close()  # the old model is still reading the system prompt
+            await transcript.add_notice("/model: the system prompt is still being read; switch again in a moment", "warning")
             return
         old, self.model = self.model, message.model
         self.workspace.use_model(message.model)

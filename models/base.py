@@ -130,3 +130,13 @@ class ChatModel(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class Preloading(Protocol):
+    """A backend that can read the system prompt before the first task arrives (llama.cpp: the
+    prompt's tokens evaluated, or its saved state loaded); later turns find it already read."""
+
+    def preload(self, system: ChatMessage, tools: Sequence[ToolSpec]) -> Iterator[PrefillProgress]:
+        """Progress after each batch read. Stopped early, the next turn reads the prompt from the start."""
+        ...

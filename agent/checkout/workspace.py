@@ -160,6 +160,11 @@ class Workspace:
         """Work on `task` (blocks: call it from a worker thread)."""
         return self.session.run(task)
 
+    def preload(self) -> bool:
+        """Read the system prompt before the first task (blocks: call it from a worker thread); a run
+        started meanwhile waits for it. False when there is nothing to do."""
+        return self.session.preload()
+
     def cancel(self) -> None:
         """Stop the current generation or tool (any thread)."""
         self.session.cancel()
@@ -230,7 +235,8 @@ class Workspace:
             from agent.core.saved_sessions import SessionError
 
             raise SessionError("this session is not saved, so it has no rewind points")
-        return self.saved.rewind(index, files=files, conversation=conversation)
+        with self.session.model_lock:  # not while a preload reads the system prompt
+            return self.saved.rewind(index, files=files, conversation=conversation)
 
     def conversation(self) -> list[ChatMessage]:
         """The conversation after the system prompt, as the model sees it (a copy: what the UI shows)."""

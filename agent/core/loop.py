@@ -51,6 +51,7 @@ from models.base import (
     GenerationRequest,
     ModelError,
     ModelInfo,
+    Preloading,
     PrefillProgress,
     TextChunk,
     TurnEnd,
@@ -149,6 +150,10 @@ class AgentSession:
             observer=write_observer,
         )
         self.cancel_event = threading.Event()
+        # Held while the model is in use (a run, a preload, a compaction, a rewind): a run waits for a
+        # preload, which reads what it needs. Re-entrant: a run compacts from inside.
+        self.model_lock = threading.RLock()
+        self._cancels = 0  # cancel() calls so far: a run that waited for a preload knows it was stopped
         # Shared by every call; the loop gives each call its own copy naming it (ToolContext.for_call).
         self.tool_context = ToolContext(
             root=self.root, read_state=self.read_state, changes=self.changes, runner=runner,
@@ -207,9 +212,32 @@ class AgentSession:
             return None
         return switch.default_on if self.reasoning is None else self.reasoning
 
+    def preload(self) -> bool:
+        """Read the system prompt into the model before the first task (the TUI calls it from a worker
+        while the user types). A run started meanwhile waits for it, since it would read the same
+        tokens; cancel() stops it. False when the model cannot preload or a task has already begun."""
+        model = self.model
+        if not isinstance(model, Preloading):
+            return False
+        with self.model_lock:
+            if len(self.messages) != 1:
+                return False
+            self.cancel_event.clear()  # an Esc from an earlier run must not stop this one
+            for progress in model.preload(self.messages[0], self.specs):
+                self.sink(PrefillEvent(done=progress.done, total=progress.total))
+                if self.cancel_event.is_set():
+                    break
+        return True
+
     def run(self, task: str) -> SummaryEvent:
         """Work on `task` until the model finishes or a limit is hit; can be called again (follow-ups)."""
-        self.cancel_event.clear()
+        asked = self._cancels
+        with self.model_lock:
+            return self._run(task, cancelled_while_waiting=self._cancels != asked)
+
+    def _run(self, task: str, cancelled_while_waiting: bool) -> SummaryEvent:
+        if not cancelled_while_waiting:  # else the Esc pressed during a preload stops this run at once
+            self.cancel_event.clear()
         self.steps = 0
         self._malformed_in_row = 0
         self.compactor.start_run()
@@ -243,14 +271,16 @@ class AgentSession:
 
     def cancel(self) -> None:
         """Stop the current generation or tool as soon as possible (any thread)."""
+        self._cancels += 1
         self.cancel_event.set()
 
     def compact(self, focus: str = "", trigger: str = "manual") -> CompactionEvent:
         """Summarise the conversation so far and go on from the summary (`/compact [focus]`, or when the
         next turn would not fit). Between runs or inside one; ContextFull when it cannot help."""
-        if self.task is None:
-            self.cancel_event.clear()  # between runs: an earlier Esc must not stop this one
-        return self.compactor.compact(trigger=trigger, focus=focus, task=self.task)
+        with self.model_lock:
+            if self.task is None:
+                self.cancel_event.clear()  # between runs: an earlier Esc must not stop this one
+            return self.compactor.compact(trigger=trigger, focus=focus, task=self.task)
 
     def forget_recent_calls(self) -> None:
         """The conversation was replaced (a rewind): repeat warnings and malformed counts start again."""
