@@ -649,12 +649,11 @@ class LlamaCppModel:
         produced = 0
         self._pending = []  # the turn's close comes with the next messages (_continuation)
         forced = self._tokenize(self.response_prefix) if self.response_prefix else []
-        if forced:
-            raws = []
+        if forced:  # known tokens: read in one batch, like a prompt
             for token in forced:
                 sampler.accept(token)
-                self._eval([token])
-                raws.append(self.llm.piece(token))
+            self._eval(forced)
+            raws = [self.llm.piece(token) for token in forced]
             produced = len(forced)
             switched = watcher.feed_many(forced, raws) if watcher is not None else None
             if switched is not None:
