@@ -4,8 +4,11 @@ A watchdog observer runs in its own thread; its handler only records (path, time
 and wakes a flusher thread. The flusher waits for a burst to go quiet (debounce), drops `.git/`,
 ignored and temp files and the agent's own writes, and reports what is left through one callback.
 
-Who made a change: events that arrive while the agent's Bash command runs (plus a short grace) are
-the agent's; a Write/Edit is recognised by the content hash it left (`agent_wrote`). Everything else
+Who made a change: events of the agent's Bash command are the agent's. When the command ends, the
+watcher drops a marker file in the root and waits for its event (`sync`): the observer delivers
+events in order, so every event the command caused has been recorded as the agent's by then, however
+late a loaded machine delivers them (a short grace after that is kept for what the barrier cannot
+order). A Write/Edit is recognised by the content hash it left (`agent_wrote`). Everything else
 is external. Both sets since the last journal snapshot are kept for the journal's undo rules.
 """
 
@@ -44,6 +47,9 @@ if TYPE_CHECKING:
 DEBOUNCE_S = 0.15  # a burst (editor save, git checkout) is reported once it has been quiet this long
 MAX_DELAY_S = 1.0  # ... or at the latest this long after its first event
 AGENT_GRACE_S = 0.5  # events this soon after the agent's Bash ends are still the agent's
+# How long the end of a command waits for the observer to deliver the marker's event (then: the grace).
+BARRIER_TIMEOUT_S = 5.0
+BARRIER_PREFIX = ".ribbit-watch-sync."
 POLL_INTERVAL_S = 2.0
 # Use polling when the tree needs more than this share of the inotify watch limit.
 INOTIFY_SHARE = 0.5
@@ -135,6 +141,8 @@ class RepoWatcher:
         self._last_at = 0.0
         self._agent_busy = 0
         self._agent_until = 0.0
+        self._marker = ""  # the name of the barrier file being waited for
+        self._marker_seen = False
         self._written: dict[str, str | None] = {}  # path -> sha256 the agent's last write left
         self._foreign: set[str] = set()  # since the last take_since_snapshot()
         self._agent: set[str] = set()
@@ -239,7 +247,10 @@ class RepoWatcher:
         Events already pending (say, of the agent's Write a moment ago) are judged first, by content,
         while the files are still as that write left them: judged after the command changed the file
         again, the write's own event would look like someone else's change (and undo would refuse).
+        Both ends wait for the observer (`sync`): what changed before the command is judged as not the
+        agent's, what changed during it as the agent's (with polling this costs up to a poll each end).
         """
+        self.sync()
         self.flush_now()
         self.wait_idle(timeout=2.0)
         with self._lock:
@@ -247,9 +258,52 @@ class RepoWatcher:
         try:
             yield
         finally:
+            try:
+                self.sync()
+            finally:
+                with self._lock:
+                    self._agent_busy -= 1
+                    self._agent_until = time.monotonic() + AGENT_GRACE_S
+
+    def sync(self) -> bool:
+        """Wait until the observer has delivered every event that happened before now: create a marker
+        file in the root and wait for its own event (with polling: a poll has run since). False (the
+        grace alone then) if the root is not writable, the observer is not running or died meanwhile
+        (then polling replaces it), or the event did not come within the timeout."""
+        with self._lock:
+            self._check_observer()
+            observer = self._observer
+        if observer is None or self._stopping:
+            return False
+        timeout = BARRIER_TIMEOUT_S + (2 * POLL_INTERVAL_S if self.method == "polling" else 0.0)
+        name = f"{BARRIER_PREFIX}{os.urandom(6).hex()}{TEMP_SUFFIX}"  # TEMP_SUFFIX: never in a snapshot
+        with self._lock:
+            self._marker, self._marker_seen = name, False
+        try:
+            fd = os.open(self.root / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError:
+            return False
+        try:
+            os.write(fd, b"ribbit")  # a modification too: polling sees a file only between two polls
+        finally:
+            os.close(fd)
+        try:
+            deadline = time.monotonic() + timeout
             with self._lock:
-                self._agent_busy -= 1
-                self._agent_until = time.monotonic() + AGENT_GRACE_S
+                while not self._marker_seen and not self._stopping:
+                    left = deadline - time.monotonic()
+                    self._check_observer()  # an inotify thread that died will never deliver the marker
+                    if left <= 0 or self._observer is not observer:
+                        break
+                    self._lock.wait(min(left, 0.05))
+                return self._marker_seen
+        finally:
+            with self._lock:
+                self._marker = ""
+            try:
+                os.unlink(self.root / name)
+            except OSError:
+                pass
 
     def take_since_snapshot(self) -> tuple[set[str], set[str]]:
         """(changed only from outside, changed both by the agent and from outside) since the last call."""
@@ -294,6 +348,10 @@ class RepoWatcher:
             busy = self._agent_busy > 0 or now < self._agent_until
             added = False
             for path in paths:
+                if self._marker and os.path.basename(path) == self._marker:
+                    self._marker_seen = True
+                    self._lock.notify_all()
+                    continue
                 rel = self._rel(path)
                 if rel is None:
                     continue

@@ -165,9 +165,16 @@ def test_outside_changes_are_still_noticed_after_the_agent_makes_a_2000_deep_tre
             reported.set()
 
     def wait_for_the_watcher() -> None:
-        deadline = threading.Event()
-        # The polling fallback takes a health check (2 s) and a poll (2 s) to see the next change.
-        deadline.wait(5)
+        # The inotify thread dies while it walks the new tree; the end of the agent's command or the
+        # next health check (2 s) puts polling in its place. A change made before polling has taken its
+        # first look is part of its baseline, so the user writes once a poll has run (sync).
+        watcher = workspace.watcher
+        assert watcher is not None
+        deadline = time.monotonic() + 120  # a loaded machine walks 2,000 folders slowly
+        while watcher.method != "polling" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert watcher.method == "polling", "the dead inotify thread was never replaced"
+        assert watcher.sync(), "the polling observer never delivered the marker's event"
         (repo / "by-user.txt").write_text("written while the agent worked\n")
 
     workspace = open_workspace(
@@ -233,3 +240,34 @@ def test_the_agents_write_then_its_command_on_the_same_file_stay_the_agents(repo
     assert (repo / "calc.py").read_bytes() == b"one\ntwo\n"
     assert (foreign, mixed) == (set(), set())
     assert seen == []
+
+
+def test_a_command_whose_events_arrive_late_stays_the_agents(repo: Path) -> None:
+    """On a loaded machine the observer can deliver a command's events after the grace has run out:
+    the end of the command waits for a marker's event behind them (the observer keeps order), so they
+    are still the agent's and undo is not refused."""
+    from agent.checkout.sandbox import LocalRunner
+    from agent.checkout.watcher import AGENT_GRACE_S, WatchedRunner
+
+    seen: list[ExternalChange] = []
+    watcher = RepoWatcher(repo, seen.append)
+    watcher.start()
+    record = watcher._record  # noqa: SLF001
+
+    def slow_observer(paths: list[str]) -> None:  # the observer thread, late by twice the grace
+        time.sleep(2 * AGENT_GRACE_S)
+        record(paths)
+
+    watcher._record = slow_observer  # type: ignore[method-assign]  # noqa: SLF001
+    runner = WatchedRunner(LocalRunner(repo), watcher)
+    try:
+        runner.run("echo two >> calc.py", repo, 30, threading.Event())
+        time.sleep(3 * AGENT_GRACE_S)  # anything still undelivered would now arrive as an outside change
+        foreign, mixed = watcher.take_since_snapshot()
+    finally:
+        runner.close()
+        watcher.stop()
+    assert (repo / "calc.py").read_bytes().endswith(b"two\n")
+    assert (foreign, mixed) == (set(), set())
+    assert seen == []
+    assert not [p for p in os.listdir(repo) if p.startswith(".ribbit-watch-sync.")]  # the marker is gone
