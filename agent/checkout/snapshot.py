@@ -40,6 +40,11 @@ _CONVERTING_ATTRS = ("text", "eol", "crlf", "filter", "ident", "working-tree-enc
 # again next time rather than trust the cached object id (git's "racily clean" problem).
 RACY_NS = 2_000_000_000
 HASH_BATCH = 200  # descriptors handed to one `git hash-object` (well under the usual 1,024 limit)
+# What one snapshot hashes is bounded, or `truncate -s 1T x` (a sparse file: no disk, all read time)
+# makes every later snapshot run into git's timeout and the journal stops. Files past either bound are
+# left out (named once); a path recorded before keeps its earlier entry, so undo leaves it alone.
+FILE_HASH_LIMIT = 256 * 1024 * 1024
+SNAPSHOT_HASH_BUDGET = 1024 * 1024 * 1024
 NOTICE_NAMES = 3
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -181,6 +186,13 @@ class WorkTreeIndex:
                         problems.append((rel, exc.strerror or "unreadable"))
             else:
                 problems.append((rel, "not a regular file (a FIFO, socket or device)"))
+        left_out = _over_budget(to_hash)
+        for rel, why in left_out.items():
+            problems.append((rel, why))
+            known = self._known.get(rel)
+            if known is not None:
+                state[rel] = known
+        to_hash = [item for item in to_hash if item[0] not in left_out]
         state.update(self._hash_files(top_fd, to_hash, started, problems))
         state.update(self._hash_links(links, started))
         self._report(problems)
@@ -238,7 +250,7 @@ class WorkTreeIndex:
                             problems.append((rel, exc.strerror or "unreadable"))
                         continue
                     fst = os.fstat(fd)
-                    if not stat.S_ISREG(fst.st_mode):
+                    if not stat.S_ISREG(fst.st_mode) or fst.st_size > FILE_HASH_LIMIT:  # grown since lstat
                         os.close(fd)
                         continue
                     opened.append((rel, fd, fst))
@@ -366,6 +378,21 @@ class WorkTreeIndex:
                     if any(w.lstrip("-!").split("=")[0] in _CONVERTING_ATTRS for w in words[1:]):
                         return True
         return False
+
+
+def _over_budget(items: list[tuple[str, os.stat_result]]) -> dict[str, str]:
+    """The files one snapshot does not hash: any past FILE_HASH_LIMIT, then the largest ones while the
+    rest would exceed SNAPSHOT_HASH_BUDGET (sizes as stat says: a sparse file counts whole)."""
+    left_out: dict[str, str] = {}
+    total = 0
+    for rel, st in sorted(items, key=lambda item: (item[1].st_size, item[0])):
+        if st.st_size > FILE_HASH_LIMIT:
+            left_out[rel] = f"larger than {FILE_HASH_LIMIT >> 20} MiB"
+        elif total + st.st_size > SNAPSHOT_HASH_BUDGET:
+            left_out[rel] = f"past the {SNAPSHOT_HASH_BUDGET >> 20} MiB one snapshot reads"
+        else:
+            total += st.st_size
+    return left_out
 
 
 def open_dir_confined(top: Path | int, rel: str) -> int:

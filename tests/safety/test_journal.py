@@ -212,3 +212,34 @@ def test_a_step_is_journaled_even_when_git_takes_its_input_slowly(
     workspace.journal.undo_last()
     assert (repo / "notes.txt").read_text() == "the user's untracked notes\n"
     assert not (repo / "pad.bin").exists()
+
+
+def test_files_too_large_to_hash_are_named_and_the_journal_goes_on(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A sparse file costs no disk but all of its size to hash: `truncate -s 100G` made every later
+    snapshot run into git's timeout, so nothing more was journaled. One file past the limit, and the
+    largest files once a snapshot's total is spent, are left out and named; the rest is recorded.
+    Scaled down: limits of 1 MiB a file and 3 MiB a snapshot."""
+    from agent.checkout import snapshot
+
+    monkeypatch.setattr(snapshot, "FILE_HASH_LIMIT", 1 << 20)
+    monkeypatch.setattr(snapshot, "SNAPSHOT_HASH_BUDGET", 3 << 20)
+    (repo / "notes.txt").write_text("the user's untracked notes\n")
+    command = "truncate -s 100G huge.bin; for i in 1 2 3 4; do truncate -s 1M part$i.bin; done; truncate -s 100G calc.py; rm notes.txt"
+    workspace, recorder = start(repo, write_replay(tmp_path / "r.jsonl", xml_call("Bash", command=command)), watch=False)
+    try:
+        workspace.session.run("go")
+        patch = workspace.patch()
+        workspace.journal.undo_last()
+    finally:
+        workspace.close()
+    named = " ".join(e.text for e in recorder.of_type("notice") if "not recorded" in e.text)  # type: ignore[attr-defined]
+    assert "huge.bin (larger than 1 MiB)" in named and "calc.py (larger than 1 MiB)" in named
+    assert "part4.bin (past the 3 MiB one snapshot reads)" in named
+    assert "part1.bin" in patch and "huge.bin" not in patch and "part4.bin" not in patch and "calc.py" not in patch
+    # Undo takes back what was recorded and leaves what was not alone.
+    assert (repo / "notes.txt").read_text() == "the user's untracked notes\n"
+    assert not any((repo / f"part{i}.bin").exists() for i in (1, 2, 3))
+    assert (repo / "part4.bin").exists() and (repo / "huge.bin").stat().st_size == 100 << 30
+    assert (repo / "calc.py").stat().st_size == 100 << 30
