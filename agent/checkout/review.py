@@ -40,21 +40,52 @@ class ReviewFile(BaseModel):
     # file is reviewed as one whole item (index 0).
     hunks: list[Hunk]
     executable: bool  # the agent's version has the executable bit
+    was_executable: bool = False  # the version the review started from had it
+
+    @property
+    def mode_changes(self) -> bool:
+        return self.status != "deleted" and self.executable != self.was_executable
+
+    @property
+    def mode_item(self) -> int | None:
+        """The index of the item that approves the executable bit on its own (None: no such item).
+
+        A mode change never rides along unseen with a text hunk: `chmod +x` on a file the user
+        approves a one-line fix in would otherwise make it executable without anyone seeing it."""
+        return len(self.hunks) if self.hunks and self.mode_changes else None
 
     @property
     def item_count(self) -> int:
-        return len(self.hunks) or 1
+        return len(self.hunks) + (1 if self.mode_item is not None else 0) or 1
+
+    def mode_lines(self) -> list[str]:
+        """git's own header lines for the mode change (none when the mode stays)."""
+        if not self.mode_changes:
+            return []
+        new = "100755" if self.executable else "100644"
+        if self.status == "added":
+            return [f"new file mode {new}"]
+        return [f"old mode {'100755' if self.was_executable else '100644'}", f"new mode {new}"]
 
     def item_diff(self, index: int) -> str:
-        """The diff text shown for one hunk (or the whole file)."""
+        """The diff text shown for one hunk (or the whole file, or the mode change)."""
         a = "/dev/null" if self.status == "added" else f"a/{self.path}"
         b = "/dev/null" if self.status == "deleted" else f"b/{self.path}"
-        head = [f"# hunk {index + 1} of {self.item_count}", f"--- {a}", f"+++ {b}"]
+        head = [f"# hunk {index + 1} of {self.item_count}", *self.mode_lines(), f"--- {a}", f"+++ {b}"]
+        if index == self.mode_item:
+            what = "becomes executable" if self.executable else "stops being executable"
+            return "\n".join([*head, f"(file mode only: {self.path} {what})"]) + "\n"
         if not self.hunks:
             what = "binary file" if self.binary else "file mode"
             return "\n".join([*head, f"({what} {self.status})"]) + "\n"
         hunk = self.hunks[index]
         return "\n".join([*head, hunk.header, *hunk.lines]) + "\n"
+
+    def executable_after(self, chosen: set[int]) -> bool:
+        """The mode to write given the approved items: the agent's only where its change was approved."""
+        if self.mode_item is None:
+            return self.executable  # one whole item (or no mode change): approving it approves the mode
+        return self.executable if self.mode_item in chosen else self.was_executable
 
 
 class ReviewProposal(BaseModel):
@@ -133,7 +164,9 @@ class ReviewSession:
             binary = is_binary(old_bytes) or is_binary(new_bytes)
             hunks = [] if binary else make_hunks(old_bytes.decode("utf-8"), new_bytes.decode("utf-8"))
             executable = bool(new is not None and new[1] == "100755")
-            files.append(ReviewFile(path=rel, status=status, binary=binary, hunks=hunks, executable=executable))
+            was_executable = bool(old is not None and old[1] == "100755")
+            files.append(ReviewFile(path=rel, status=status, binary=binary, hunks=hunks, executable=executable,
+                                    was_executable=was_executable))
         patch = journal.diff(journal.snapshots[0], end)
         return ReviewProposal(files=files, patch=patch)
 
@@ -160,6 +193,8 @@ class ReviewSession:
                 skipped[rel] = why
                 continue
             whole = len(chosen) == review_file.item_count
+            if review_file.status == "added" and review_file.hunks and all(i == review_file.mode_item for i in chosen):
+                continue  # the mode of a new file whose text was rejected: nothing to create
             try:
                 if review_file.status == "deleted" and whole:
                     remove_file(live_path)
@@ -168,8 +203,8 @@ class ReviewSession:
                     atomic_write(live_path, new[0] if new else b"", allow_binary=True, executable=review_file.executable)
                 else:
                     old_text = (old[0] if old else b"").decode("utf-8")
-                    text = apply_hunks(old_text, review_file.hunks, set(chosen))
-                    atomic_write(live_path, text.encode("utf-8"), executable=review_file.executable)
+                    text = apply_hunks(old_text, review_file.hunks, {i for i in chosen if i < len(review_file.hunks)})
+                    atomic_write(live_path, text.encode("utf-8"), executable=review_file.executable_after(set(chosen)))
             except OSError as exc:
                 skipped[rel] = f"could not be written: {exc.strerror if exc.strerror and not isinstance(exc, ApplyError) else exc}"
                 continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,33 @@ def test_review_applies_only_approved_hunks_and_removes_the_worktree(repo: Path,
     assert session.files == ["calc.py"]
     journal.undo_session(session.session_id)
     assert tree_bytes(repo) == before
+
+
+@pytest.mark.parametrize("approve_mode", [False, True])
+def test_an_executable_bit_is_its_own_reviewed_item(repo: Path, tmp_path: Path, approve_mode: bool) -> None:
+    """`chmod +x` next to a one-line fix: approving the fix does not make the file executable unseen."""
+    turns = [
+        xml_call("Read", file_path="calc.py"),
+        xml_call("Edit", file_path="calc.py", old_string="a - b", new_string="a + b"),
+        xml_call("Bash", command="chmod +x calc.py"),
+        "done",
+    ]
+    review = ReviewSession(HookedReplay(write_replay(tmp_path / "r.jsonl", *turns)), repo, sink=Recorder())
+    try:
+        assert review.run("fix").stop_reason == "finished"
+        proposal = review.proposal()
+        (calc,) = proposal.files
+        approver = Answers(True, approve_mode)  # the text hunk yes; the mode as the parameter says
+        selection = review_interactively(proposal, approver)
+        result = review.apply(proposal, selection)
+    finally:
+        review.close()
+    diffs = [r.diff for r in approver.requests]  # type: ignore[attr-defined]
+    assert len(diffs) == 2 and all("old mode 100644\nnew mode 100755" in d for d in diffs)  # shown with every item
+    assert "becomes executable" in diffs[1] and calc.item_count == 2
+    assert (repo / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+    assert bool(os.stat(repo / "calc.py").st_mode & 0o111) is approve_mode
+    assert ("new mode 100755" in result.patch) is approve_mode
 
 
 def test_review_skips_a_file_the_user_changed_meanwhile(repo: Path, tmp_path: Path) -> None:
