@@ -264,7 +264,7 @@ class RibbitApp(App[int]):
         self.last_key_at = 0.0
         self.collector = QuietCollector()
         self._agent_thread: threading.Thread | None = None
-        self.preloading = threading.Event()  # set while a preload reads (workers run on pooled threads)
+        self._preload_lock = threading.Lock()  # held while a preload reads (workers run on pooled threads)
         self.main = MainScreen(last_input_at=lambda: self.last_key_at)
 
     async def on_event(self, event: events.Event) -> None:
@@ -394,9 +394,13 @@ class RibbitApp(App[int]):
         thread = self._agent_thread
         if thread is not None and thread.is_alive():
             thread.join(timeout)
-        deadline = time.monotonic() + timeout
-        while self.preloading.is_set() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        if self._preload_lock.acquire(timeout=timeout):
+            self._preload_lock.release()
+
+    @property
+    def preloading(self) -> bool:
+        """A preload is reading the system prompt now."""
+        return self._preload_lock.locked()
 
     # -- running tasks --------------------------------------------------------------------------
 
@@ -429,11 +433,8 @@ class RibbitApp(App[int]):
         submitted meanwhile waits for it inside the session, the status bar showing the progress."""
         if self.workspace is None:
             return
-        self.preloading.set()
-        try:
+        with self._preload_lock:
             self.workspace.preload()
-        finally:
-            self.preloading.clear()
 
     @work(thread=True, exclusive=True, group="agent")
     def run_agent(self, task: str) -> None:
@@ -729,7 +730,7 @@ class RibbitApp(App[int]):
             message.model.close()
             await transcript.add_notice("/model: the agent started working; switch again when it stops", "warning")
             return
-        if self.preloading.is_set():
+        if self.preloading:
             message.model.close()  # the old model is still reading the system prompt
             await transcript.add_notice("/model: the system prompt is still being read; switch again in a moment", "warning")
             return
@@ -740,6 +741,7 @@ class RibbitApp(App[int]):
         if old is not None and old is not message.model:
             old.close()
         await transcript.add_notice(self.describe_model())
+        self.preload()  # a fresh conversation: the new model reads the system prompt while the user types
 
     @work(thread=True, exclusive=True, group="undo")
     def undo(self) -> None:

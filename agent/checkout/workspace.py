@@ -235,7 +235,7 @@ class Workspace:
             from agent.core.saved_sessions import SessionError
 
             raise SessionError("this session is not saved, so it has no rewind points")
-        with self.session.model_lock:  # not while a preload reads the system prompt
+        with self.session.exclusive():  # not while a preload reads the system prompt
             return self.saved.rewind(index, files=files, conversation=conversation)
 
     def conversation(self) -> list[ChatMessage]:

@@ -7,7 +7,8 @@ asks an Approver. Limits and interruption are exceptions carrying their stop rea
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
@@ -152,7 +153,7 @@ class AgentSession:
         self.cancel_event = threading.Event()
         # Held while the model is in use (a run, a preload, a compaction, a rewind): a run waits for a
         # preload, which reads what it needs. Re-entrant: a run compacts from inside.
-        self.model_lock = threading.RLock()
+        self._model_lock = threading.RLock()
         self._cancels = 0  # cancel() calls so far: a run that waited for a preload knows it was stopped
         # Shared by every call; the loop gives each call its own copy naming it (ToolContext.for_call).
         self.tool_context = ToolContext(
@@ -219,7 +220,7 @@ class AgentSession:
         model = self.model
         if not isinstance(model, Preloading):
             return False
-        with self.model_lock:
+        with self._model_lock:
             if len(self.messages) != 1:
                 return False
             self.cancel_event.clear()  # an Esc from an earlier run must not stop this one
@@ -232,7 +233,7 @@ class AgentSession:
     def run(self, task: str) -> SummaryEvent:
         """Work on `task` until the model finishes or a limit is hit; can be called again (follow-ups)."""
         asked = self._cancels
-        with self.model_lock:
+        with self._model_lock:
             return self._run(task, cancelled_while_waiting=self._cancels != asked)
 
     def _run(self, task: str, cancelled_while_waiting: bool) -> SummaryEvent:
@@ -277,10 +278,17 @@ class AgentSession:
     def compact(self, focus: str = "", trigger: str = "manual") -> CompactionEvent:
         """Summarise the conversation so far and go on from the summary (`/compact [focus]`, or when the
         next turn would not fit). Between runs or inside one; ContextFull when it cannot help."""
-        with self.model_lock:
+        with self._model_lock:
             if self.task is None:
                 self.cancel_event.clear()  # between runs: an earlier Esc must not stop this one
             return self.compactor.compact(trigger=trigger, focus=focus, task=self.task)
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the model for something outside the session that replaces the conversation (a rewind):
+        no run, preload or compaction starts meanwhile, and it waits for one in progress."""
+        with self._model_lock:
+            yield
 
     def forget_recent_calls(self) -> None:
         """The conversation was replaced (a rewind): repeat warnings and malformed counts start again."""

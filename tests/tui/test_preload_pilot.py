@@ -20,7 +20,7 @@ LIMITS = Limits(max_steps=1, turn_tokens=8, context=4096)
 
 
 def preloaded(app, model) -> bool:  # type: ignore[no-untyped-def]
-    return model.stats.evaluated > 0 and not app.preloading.is_set()
+    return model.stats.evaluated > 0 and not app.preloading
 
 
 @pytest.fixture(params=["embedded", "qwen35"])
@@ -58,6 +58,29 @@ async def test_the_system_prompt_is_read_before_the_first_task_and_again_after_c
         await send(pilot, "Say bye.")
         await idle(pilot)
         assert model.stats.turns[-1].cached_tokens == len(system)
+
+
+@pytest.mark.anyio
+async def test_a_model_switched_to_with_model_reads_the_system_prompt_before_the_first_task(repo: Path, tmp_path: Path) -> None:
+    first = LlamaCppModel(embedded_model_path(), n_ctx=4096, temperature=0.0, state_dir=tmp_path / "states")
+    app = make_app(repo, first, limits=LIMITS)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(pilot)
+            await wait_for(pilot, lambda: preloaded(app, first), timeout=120, what="the first preload")
+            system = first.stream_tokens()
+            await send(pilot, f"/model {embedded_model_path()}")
+            await wait_for(pilot, lambda: app.model is not first, timeout=120, what="the switch")
+            second = app.model
+            assert isinstance(second, LlamaCppModel)
+            # Read (or loaded from its saved state) before anyone typed a task.
+            await wait_for(pilot, lambda: second.stream_tokens() == system and not app.preloading, timeout=120,
+                           what="the new model's preload")
+            await send(pilot, "Say hi.")
+            await idle(pilot)
+            assert second.stats.turns[0].cached_tokens == len(system)
+    finally:
+        first.close()
 
 
 def test_a_task_started_during_the_preload_waits_for_it_and_reads_nothing_twice(repo: Path, tmp_path: Path) -> None:
