@@ -299,12 +299,14 @@ SETTINGS = [  # (label, n_batch, kv type, flash attention); the first is what th
 ]
 
 
-def settings_speed(path: Path, rounds: int, prompt: int = 512, decode: int = 16) -> dict:
+def settings_speed(path: Path, rounds: int, prompt: int = 512, decode: int = 16, only: list[str] | None = None) -> dict:
     """Prompt and decode speed for each of SETTINGS on this GGUF (ribbit's runtime, ribbit's threads, fixed for
     the run). Every round loads each setting in turn (the order reversed every other round) and times a
     `prompt`-token prefill, then `decode` single-token decodes at that depth; per setting: median tokens/s
     (wall) and the median of its per-round ratios to the first setting (wall and CPU seconds), so the
-    ratios are A/B pairs taken minutes apart at most."""
+    ratios are A/B pairs taken minutes apart at most. The prefill's last batch is also timed on its own:
+    its speed is the prompt speed at that depth (attention's share grows with it). `only`: the labels
+    to measure (the first is the baseline)."""
     from models.llama_runtime import LlamaRuntime
     from models.memory import GGML_TYPES
     from models.threads import ContentionMeter, ThreadPolicy
@@ -313,29 +315,39 @@ def settings_speed(path: Path, rounds: int, prompt: int = 512, decode: int = 16)
     meter.start()
     time.sleep(0.5)
     threads = policy.observe(meter.stop()).n_threads
-    found: dict[str, list[tuple[float, float, float, float]]] = {label: [] for label, *_ in SETTINGS}
+    settings = [s for s in SETTINGS if s[0] in only] if only else SETTINGS
+    if not settings:
+        raise SystemExit(f"--settings: none of {only} is one of {[s[0] for s in SETTINGS]}")
+    found: dict[str, list[tuple[float, float, float, float, float]]] = {label: [] for label, *_ in settings}
     for round_ in range(rounds):
-        for label, batch, kv, flash in (SETTINGS if round_ % 2 == 0 else SETTINGS[::-1]):
+        for label, batch, kv, flash in (settings if round_ % 2 == 0 else settings[::-1]):
             runtime = LlamaRuntime(path, n_ctx=max(2048, 2 * (prompt + decode)), n_batch=batch, n_threads=threads,
                                    flash_attn=flash, type_kv=GGML_TYPES[kv])
             try:
                 vocab = runtime.n_vocab()
+                tokens = [(13 * i + 5) % vocab for i in range(prompt)]
+                head = max(0, prompt - batch)
                 started, cpu = time.perf_counter(), time.process_time()
-                runtime.eval([(13 * i + 5) % vocab for i in range(prompt)])
-                prefill = (prompt / (time.perf_counter() - started), prompt / (time.process_time() - cpu))
+                runtime.eval(tokens[:head])
+                last = time.perf_counter()
+                runtime.eval(tokens[head:])
+                ended = time.perf_counter()
+                prefill = (prompt / (ended - started), prompt / (time.process_time() - cpu))
                 started, cpu = time.perf_counter(), time.process_time()
                 for i in range(decode):
                     runtime.eval([(7 * i + 11) % vocab])
-                found[label].append((*prefill, decode / (time.perf_counter() - started), decode / (time.process_time() - cpu)))
+                found[label].append((*prefill, decode / (time.perf_counter() - started), decode / (time.process_time() - cpu),
+                                     (prompt - head) / (ended - last)))
             finally:
                 runtime.close()
     median = statistics.median
-    base = found[SETTINGS[0][0]]
+    base = found[settings[0][0]]
     rows = []
-    for label, *_ in SETTINGS:
+    for label, *_ in settings:
         runs = found[label]
         rows.append({
             "label": label, "prefill": median(r[0] for r in runs), "decode": median(r[2] for r in runs),
+            "deep_prefill": median(r[4] for r in runs), "deep_ratio": median(r[4] / b[4] for r, b in zip(runs, base)),
             "prefill_ratio": median(r[0] / b[0] for r, b in zip(runs, base)),
             "prefill_cpu_ratio": median(r[1] / b[1] for r, b in zip(runs, base)),
             "decode_ratio": median(r[2] / b[2] for r, b in zip(runs, base)),
@@ -567,14 +579,15 @@ def report(name: str, path: Path, args: argparse.Namespace) -> None:
                       f"{c['lookup']:.1f} tok/s vs none {c['none']:.1f} tok/s = {c['ratio']:.2f}x wall-clock; lookup "
                       f"acceptance {c['acceptance']:.0%} ({c['accepted']}/{c['drafted']}); same text: {c['same']}")
         if "9" in sections:
-            found = settings_speed(path, args.rounds, args.settings_prompt)
+            found = settings_speed(path, args.rounds, args.settings_prompt, only=args.settings)
             print(f"9. settings ({args.settings_prompt}-token prefill, then 16 decodes at that depth; {found['threads']} threads; "
-                  f"median of {args.rounds} rounds, each loading every setting in turn; ratios vs {SETTINGS[0][0]}, "
-                  "the planner's choice at 131K context, as medians of per-round ratios, wall / CPU):")
+                  f"median of {args.rounds} rounds, each loading every setting in turn; ratios vs {found['rows'][0]['label']}, "
+                  "as medians of per-round ratios, wall / CPU; 'last batch': the prefill's last batch alone, the prompt "
+                  "speed at that depth):")
             for row in found["rows"]:
                 print(f"   {row['label']:26s} prefill {row['prefill']:7.1f} tok/s (x{row['prefill_ratio']:.2f} / "
-                      f"x{row['prefill_cpu_ratio']:.2f})   decode {row['decode']:6.2f} tok/s (x{row['decode_ratio']:.2f} / "
-                      f"x{row['decode_cpu_ratio']:.2f})")
+                      f"x{row['prefill_cpu_ratio']:.2f}), last batch {row['deep_prefill']:6.1f} tok/s (x{row['deep_ratio']:.2f})"
+                      f"   decode {row['decode']:6.2f} tok/s (x{row['decode_ratio']:.2f} / x{row['decode_cpu_ratio']:.2f})")
             best = max(found["rows"], key=lambda r: r["prefill_cpu_ratio"])
             print(f"   fastest prefill per CPU-second: {best['label']} (x{best['prefill_cpu_ratio']:.2f}); "
                   "the planner (models.memory) keeps its choice unless a setting beats it by more than 5 % on prefill "
@@ -593,6 +606,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--qwen35", type=Path, default=FIXTURE if FIXTURE.is_file() else None,
                         help="a qwen35 (hybrid) GGUF; default: the shared tiny fixture when present")
     parser.add_argument("--model", type=Path, default=None, help="the first model (default: the embedded GGUF)")
+    parser.add_argument("--no-qwen35", action="store_true", help="the first model only (e.g. real size with --model)")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--decode-tokens", type=int, default=96)
     parser.add_argument("--rounds", type=int, default=7)
@@ -601,12 +615,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--copy-tokens", type=int, default=300)
     parser.add_argument("--mtp-tokens", type=int, default=64)
     parser.add_argument("--settings-prompt", type=int, default=512, help="section 9's prefill length (the depth decode is timed at)")
+    parser.add_argument("--settings", nargs="+", default=None, metavar="LABEL",
+                        help="section 9: only these settings, by label (the first is the baseline)")
     parser.add_argument("--after-busy", type=float, default=0.0, help="also measure decode right after SECONDS of full load")
     parser.add_argument("--only", default=None, help="sections to run, e.g. 15 (default: all)")
     args = parser.parse_args(argv)
     print(f"ribbit engine benchmark (load average {load_average()} on a shared machine; CPU-time ratios are the steadier figures)")
     report("embedded", args.model or embedded_model_path(), args)
-    if args.qwen35:
+    if args.no_qwen35:
+        pass
+    elif args.qwen35:
         report("qwen35", args.qwen35, args)
     else:
         print("\n(no qwen35 GGUF: pass --qwen35 PATH)")

@@ -24,10 +24,15 @@ GGML_TYPES = {"f16": 1, "q8_0": 8}
 BYTES_PER_ELEMENT = {"f16": 2.0, "q8_0": 34 / 32}
 MIN_CONTEXT = 2048
 HEADROOM = 512 << 20  # the OS, Python, ribbit itself
-# Above this a f16 KV cache is worth halving with q8_0 (which needs flash attention in llama.cpp).
-# Measured (bench.engine section 9, README): on SmolLM2's small cache f16 without FA reads prompts
-# 1.33x faster than q8_0 + FA; at FrogNano's size f16 gains 8 % prefill but loses 7 % decode.
-QUANTIZE_KV_ABOVE = 256 << 20
+# Measured (bench.engine section 9, README). Small caches (up to this): f16 without flash attention
+# (SmolLM2: prefill 1.33x, decode 1.06x vs q8_0 + FA). Larger ones: f16 with flash attention, since
+# without FA llama.cpp's score buffer grows with the context; at FrogNano's size, 4,096 tokens deep, it
+# reads prompts 1.50x faster than q8_0 + FA at equal decode speed (llama.cpp's CPU kernel tiles f16/f32
+# KV only; a q8_0 cache takes the row-by-row path, which slows with depth). q8_0 + FA halves the cache
+# where memory is short.
+FA_ABOVE = 256 << 20
+# The f16 cache's extra memory is spent only where the whole plan takes at most this share of free RAM.
+F16_SHARE = 0.5
 GiB = float(1 << 30)
 
 
@@ -189,7 +194,9 @@ def plan_memory(
         )
 
     plan = build(ctx, "f16", False, n_batch)
-    if plan.kv_bytes > QUANTIZE_KV_ABOVE or (free is not None and plan.total_bytes + headroom > free):
+    if plan.kv_bytes > FA_ABOVE:
+        plan = build(ctx, "f16", True, n_batch)
+    if free is not None and plan.total_bytes + headroom > free * (F16_SHARE if plan.flash_attn else 1.0):
         plan = build(ctx, "q8_0", True, n_batch)
     if free is None:
         return plan

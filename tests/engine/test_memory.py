@@ -35,12 +35,19 @@ def test_frognano_shape_matches_the_model_card():
     assert 40e6 < shape.recurrent_state_bytes < 60e6  # ~50 MB of recurrent state
 
 
-def test_roomy_machine_gets_the_full_context_with_a_q8_cache(frognano_file):
+def test_roomy_machine_gets_the_full_context_with_an_f16_cache_and_flash_attention(frognano_file):
     plan = plan_memory(frognano_file, 131072, free=32 * GiB, cores=2, meta=FROGNANO)
     assert plan.n_ctx == 131072
-    assert plan.kv_type == "q8_0" and plan.flash_attn  # f16 would be 4 GiB of KV
-    assert plan.kv_bytes < 2.2 * GiB
+    assert plan.kv_type == "f16" and plan.flash_attn  # the faster prompt reading at depth (README, section 9)
+    assert plan.kv_bytes == 4 * GiB and plan.total_bytes <= 16 * GiB
     assert plan.n_threads == 2
+
+
+def test_where_f16_would_take_over_half_the_free_memory_the_cache_is_q8(frognano_file):
+    plan = plan_memory(frognano_file, 131072, free=12 * GiB, cores=2, meta=FROGNANO)
+    assert plan.n_ctx == 131072  # the context is kept: the cache is halved instead
+    assert plan.kv_type == "q8_0" and plan.flash_attn
+    assert plan.kv_bytes < 2.2 * GiB
 
 
 def test_tight_machine_gets_a_smaller_context(frognano_file):
