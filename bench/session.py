@@ -109,6 +109,9 @@ def teacher_forced(runtime, tokens: list[int], drafter: LookupDrafter | None, bu
     batches: list[int] = []
     drafted = accepted = 0
     first_token_s = None
+    single_s: list[float] = []
+    verify_s: list[float] = []  # per verified batch, whatever its size
+    rollback_s = 0.0
     i = 0
     while i < len(tokens):
         token = tokens[i]
@@ -122,6 +125,7 @@ def teacher_forced(runtime, tokens: list[int], drafter: LookupDrafter | None, bu
         timed = time.perf_counter()
         if drafts:
             runtime.eval_all([token, *drafts])
+            verify_s.append(time.perf_counter() - timed)
             # the recording is what the model "samples": drafts count while they agree with it
             ok = 0
             for d, truth in zip(drafts, tokens[i + 1 :]):
@@ -129,12 +133,15 @@ def teacher_forced(runtime, tokens: list[int], drafter: LookupDrafter | None, bu
                     break
                 ok += 1
             if ok < len(drafts):
+                rolled = time.perf_counter()
                 runtime.truncate(first + 1 + ok)
+                rollback_s += time.perf_counter() - rolled
             budget.record(len(drafts), ok)
             drafted += len(drafts)
             accepted += ok
         else:
             runtime.eval([token])
+            single_s.append(time.perf_counter() - timed)
             ok = 0
         budget.cost.record(1 + len(drafts), time.perf_counter() - timed)
         batches.append(len(drafts))
@@ -142,7 +149,7 @@ def teacher_forced(runtime, tokens: list[int], drafter: LookupDrafter | None, bu
             first_token_s = time.perf_counter() - started
         i += 1 + ok
     return {"s": time.perf_counter() - started, "batches": batches, "drafted": drafted, "accepted": accepted,
-            "first_token_s": first_token_s or 0.0}
+            "first_token_s": first_token_s or 0.0, "single_s": single_s, "verify_s": verify_s, "rollback_s": rollback_s}
 
 
 def bare_rates(path: Path, plan, prompt_tokens: int = 256, decode_tokens: int = 24) -> tuple[float, float]:
@@ -231,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         pending = head_tokens
         for index, (assistant, follow) in enumerate(step_tokens, 1):
-            started = time.perf_counter()
+            started, step_cpu = time.perf_counter(), os.times()
             runtime.eval(pending)
             spent = time.perf_counter() - started
             prefill_s += spent
@@ -246,6 +253,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  step {index:2d}: prompt {len(pending):5d} tokens in {spent:6.1f} s, first token after {ttft[-1]:6.1f} s, "
                   f"assistant {len(assistant):4d} tokens in {result['s']:5.1f} s "
                   f"({result['accepted']}/{result['drafted']} drafts kept)", flush=True)
+            # why a step was slow: the decode kinds apart, and whether this process had the CPU
+            cpu_now = os.times()
+            step_wall = time.perf_counter() - started
+            step_cpu_s = (cpu_now.user + cpu_now.system) - (step_cpu.user + step_cpu.system)
+            singles, verifies = result["single_s"], result["verify_s"]
+            print(f"           {len(singles)} single decodes median {statistics.median(singles) if singles else 0:.3f} s, "
+                  f"{len(verifies)} verify batches (mean {statistics.mean(result['batches']) if result['batches'] else 0:.1f} drafts/decode) "
+                  f"median {statistics.median(verifies) if verifies else 0:.3f} s max {max(verifies, default=0):.3f} s, "
+                  f"rollbacks {result['rollback_s'] * 1000:.1f} ms; CPU {step_cpu_s / step_wall:.2f} s per wall-second "
+                  f"(threads {plan.n_threads}); load {os.getloadavg()[0]:.2f}", flush=True)
             pending = follow
     finally:
         runtime.close()
