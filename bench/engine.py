@@ -622,11 +622,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     print(f"ribbit engine benchmark (load average {load_average()} on a shared machine; CPU-time ratios are the steadier figures)")
     report("embedded", args.model or embedded_model_path(), args)
-    if args.no_qwen35:
-        pass
-    elif args.qwen35:
+    if args.qwen35 and not args.no_qwen35:
         report("qwen35", args.qwen35, args)
-    else:
+    elif not args.no_qwen35:
         print("\n(no qwen35 GGUF: pass --qwen35 PATH)")
     return 0
 

@@ -28,8 +28,9 @@ HEADROOM = 512 << 20  # the OS, Python, ribbit itself
 # (SmolLM2: prefill 1.33x, decode 1.06x vs q8_0 + FA). Larger ones: f16 with flash attention, since
 # without FA llama.cpp's score buffer grows with the context; at FrogNano's size, 4,096 tokens deep, it
 # reads prompts 1.50x faster than q8_0 + FA at equal decode speed (llama.cpp's CPU kernel tiles f16/f32
-# KV only; a q8_0 cache takes the row-by-row path, which slows with depth). q8_0 + FA halves the cache
-# where memory is short.
+# KV only; a q8_0 cache takes the row-by-row path, which slows with depth). Deeper, 6-10K, its decode
+# is slower (0.84x over bench.session's first 7 steps) but the task is still 1.44x faster, prompts
+# outweighing decodes there. q8_0 + FA halves the cache where memory is short.
 FA_ABOVE = 256 << 20
 # The f16 cache's extra memory is spent only where the whole plan takes at most this share of free RAM.
 F16_SHARE = 0.5

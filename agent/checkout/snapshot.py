@@ -250,8 +250,10 @@ class WorkTreeIndex:
                             problems.append((rel, exc.strerror or "unreadable"))
                         continue
                     fst = os.fstat(fd)
-                    if not stat.S_ISREG(fst.st_mode) or fst.st_size > FILE_HASH_LIMIT:  # grown since lstat
+                    if not stat.S_ISREG(fst.st_mode) or fst.st_size > FILE_HASH_LIMIT:
                         os.close(fd)
+                        if stat.S_ISREG(fst.st_mode):  # grown past the limit since the lstat: named too
+                            problems.append((rel, f"larger than {FILE_HASH_LIMIT >> 20} MiB"))
                         continue
                     opened.append((rel, fd, fst))
                 if not opened:

@@ -4,11 +4,11 @@ A watchdog observer runs in its own thread; its handler only records (path, time
 and wakes a flusher thread. The flusher waits for a burst to go quiet (debounce), drops `.git/`,
 ignored and temp files and the agent's own writes, and reports what is left through one callback.
 
-Who made a change: events of the agent's Bash command are the agent's. When the command ends, the
-watcher drops a marker file in the root and waits for its event (`sync`): the observer delivers
-events in order, so every event the command caused has been recorded as the agent's by then, however
-late a loaded machine delivers them (a short grace after that is kept for what the barrier cannot
-order). A Write/Edit is recognised by the content hash it left (`agent_wrote`). Everything else
+Who made a change: events of the agent's Bash command are the agent's. When the command starts and
+when it ends, the watcher drops a marker file in the root and waits for its event (`sync`): the
+observer delivers events in order, so what came before the command is judged as someone else's and
+what the command caused as the agent's, however late a loaded machine delivers them (a short grace
+after the end is kept for what the marker cannot order). A Write/Edit is recognised by the content hash it left (`agent_wrote`). Everything else
 is external. Both sets since the last journal snapshot are kept for the journal's undo rules.
 """
 
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 DEBOUNCE_S = 0.15  # a burst (editor save, git checkout) is reported once it has been quiet this long
 MAX_DELAY_S = 1.0  # ... or at the latest this long after its first event
 AGENT_GRACE_S = 0.5  # events this soon after the agent's Bash ends are still the agent's
-# How long the end of a command waits for the observer to deliver the marker's event (then: the grace).
+# How long `sync` waits for the observer to deliver the marker's event (then: the grace alone).
 BARRIER_TIMEOUT_S = 5.0
 BARRIER_PREFIX = ".ribbit-watch-sync."
 POLL_INTERVAL_S = 2.0
