@@ -98,7 +98,10 @@ def state_home() -> Path:
 
 
 def new_session_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S") + "-" + os.urandom(3).hex()
+    """Sorts in the order sessions began, also within one second (sessions() breaks ties of its
+    one-second commit times by id, and undo takes the last): milliseconds, then 3 random hex digits."""
+    now = time.time()
+    return time.strftime("%Y%m%d-%H%M%S", time.localtime(now)) + f"-{int(now % 1 * 1000):03d}{os.urandom(2).hex()[:3]}"
 
 
 def project_key(root: Path) -> str:

@@ -243,3 +243,17 @@ def test_files_too_large_to_hash_are_named_and_the_journal_goes_on(
     assert not any((repo / f"part{i}.bin").exists() for i in (1, 2, 3))
     assert (repo / "part4.bin").exists() and (repo / "huge.bin").stat().st_size == 100 << 30
     assert (repo / "calc.py").stat().st_size == 100 << 30
+
+
+def test_session_ids_sort_in_the_order_sessions_began_within_one_second() -> None:
+    """Two `ribbit run`s begun in the same second: `ribbit undo` took the one whose random id sorted
+    last, found the other's later change on its file, and refused."""
+    import time
+
+    from agent.checkout.journal import new_session_id
+
+    ids = []
+    for _ in range(40):
+        ids.append(new_session_id())
+        time.sleep(0.002)
+    assert sorted(ids) == ids and len(set(ids)) == len(ids)
