@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from models.drafting import MAX_DRAFT, PRIOR_COST, DraftBudget, LookupDrafter, VerifyCost
+from models.drafting import DEPTH_BAND, MAX_DRAFT, PRIOR_COST, DraftBudget, LookupDrafter, VerifyCost
 
 ROOT = Path(__file__).resolve().parents[1]
 SESSION = ROOT / "bench" / "sessions" / "ribbit-fix.jsonl"
@@ -118,7 +118,7 @@ def teacher_forced(runtime, tokens: list[int], drafter: LookupDrafter | None, bu
         room = min(MAX_DRAFT, len(tokens) - i - 1)
         drafts: list[int] = []
         if drafter is not None and room > 0:
-            n = budget.length(room)
+            n = budget.length(room, runtime.n_tokens)
             if n:
                 drafts = drafter.propose(runtime.input_ids[: runtime.n_tokens], token, n)
         first = runtime.n_tokens
@@ -143,7 +143,7 @@ def teacher_forced(runtime, tokens: list[int], drafter: LookupDrafter | None, bu
             runtime.eval([token])
             single_s.append(time.perf_counter() - timed)
             ok = 0
-        budget.cost.record(1 + len(drafts), time.perf_counter() - timed)
+        budget.cost.record(1 + len(drafts), time.perf_counter() - timed, first)
         batches.append(len(drafts))
         if first_token_s is None:
             first_token_s = time.perf_counter() - started
@@ -200,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--session", type=Path, default=SESSION)
     parser.add_argument("--steps", type=int, default=None, help="replay only the first N steps")
     parser.add_argument("--no-draft", action="store_true", help="decode the assistant turns token by token")
+    parser.add_argument("--kv", choices=["f16", "q8_0"], default=None, help="KV cache type instead of the planner's")
+    parser.add_argument("--flash-attn", choices=["on", "off"], default=None, help="flash attention instead of the planner's")
     args = parser.parse_args(argv)
 
     from models.llama_runtime import LlamaRuntime
@@ -222,6 +224,10 @@ def main(argv: list[str] | None = None) -> int:
     total = len(head_tokens) + sum(len(a) + len(f) for a, f in step_tokens)
     context = 1024 * ((total + 1024) // 1024 + 1)
     plan = plan_memory(path, context, threads=policy.observe(meter.stop()), rollback_tokens=MAX_DRAFT)
+    if args.kv:  # to compare settings on the whole task (the planner's figures: README)
+        plan.kv_type = args.kv
+    if args.flash_attn:
+        plan.flash_attn = args.flash_attn == "on"
     print(f"session {args.session.name}: {len(steps)} steps, {total} tokens ({len(head_tokens)} system + task); "
           f"model {path.name}; plan: {plan.describe()}", flush=True)
     cpu0, load0 = os.times(), os.getloadavg()
@@ -280,6 +286,11 @@ def main(argv: list[str] | None = None) -> int:
     if drafter is not None:
         print(f"drafting during the run (ribbit's policy: draft only where the measured verify cost pays): "
               f"{accepted}/{drafted} drafts kept, {len(batches)} decodes for {decode_n} tokens")
+        bands = budget.cost.measured()
+        if bands:
+            print("verify cost of 1 + k tokens vs 1 as the policy measured it during the run, by context depth: " + "; ".join(
+                f"{band * DEPTH_BAND // 1024}-{(band + 1) * DEPTH_BAND // 1024}K deep " + " ".join(f"k={k}: {c:.2f}" for k, c in costs.items())
+                for band, costs in bands.items()))
     from bench.engine import verify_cost
 
     curve = verify_cost(path, rounds=2, context=128)["cpu_cost"]

@@ -91,39 +91,70 @@ class LookupDrafter:
         return MAX_DRAFT if match >= 4 else 2 * match
 
 
+# Verify costs are kept per band of context depth: attention over more tokens makes both a single
+# decode and a batch slower, and not at the same rate (real size, KV f16 + flash attention, 2 cores:
+# 1 + 2 tokens cost ~2.2 single decodes at 2K deep but ~4 at 7K; bench.session).
+DEPTH_BAND = 2048
+
+
 class VerifyCost:
     """What verifying 1 + k tokens in one batch costs, in single-token decodes, as measured on this
-    machine and model while decoding (an exponential average of each batch size's decode time).
+    machine and model while decoding, per band of context depth (an exponential average of each batch
+    size's decode time, and of a single decode's, in the band where it was timed).
 
     It is not a constant: on a memory-bound machine a batch of 9 costs little more than one token, but on
     2 cores FrogNano-shaped Q4_K_M is compute-bound and a batch of 1 + k costs ~1 + 0.85k (bench.engine,
-    section 6). Until a batch size has been timed, PRIOR_COST (optimistic, so that drafting gets tried)
-    stands in for it.
+    section 6), more as the context deepens. A band that has not timed a batch size yet borrows the
+    nearest shallower band's figure (cheaper: so drafting is tried there and the band measures its own),
+    and before any, PRIOR_COST (optimistic, so that drafting gets tried); either no lower than a straight
+    line through the sizes the band did time. A batch never counts as cheaper than a smaller one timed
+    in the same band.
     """
 
     def __init__(self, prior: tuple[float, ...] | None = None) -> None:
         self.prior = prior or PRIOR_COST
-        self.seconds: dict[int, float] = {}
-        self.samples: dict[int, int] = {}
+        self.seconds: dict[tuple[int, int], float] = {}  # (band, batch size) -> seconds
+        self.samples: dict[tuple[int, int], int] = {}
 
-    def record(self, n_tokens: int, seconds: float) -> None:
+    def record(self, n_tokens: int, seconds: float, depth: int = 0) -> None:
         if n_tokens < 1 or seconds <= 0:
             return
-        old = self.seconds.get(n_tokens)
-        self.seconds[n_tokens] = seconds if old is None else 0.8 * old + 0.2 * seconds
-        self.samples[n_tokens] = self.samples.get(n_tokens, 0) + 1
+        key = (depth // DEPTH_BAND, n_tokens)
+        old = self.seconds.get(key)
+        self.seconds[key] = seconds if old is None else 0.8 * old + 0.2 * seconds
+        self.samples[key] = self.samples.get(key, 0) + 1
 
-    def __call__(self, k: int) -> float:
-        one = self.seconds.get(1)
-        batch = self.seconds.get(k + 1)
+    def __call__(self, k: int, depth: int = 0) -> float:
         if k == 0:
             return 1.0
-        if one and batch and self.samples.get(k + 1, 0) >= 2 and self.samples.get(1, 0) >= 2:
-            return max(1.0, batch / one)
-        return self.prior[min(k, len(self.prior) - 1)]
+        band = depth // DEPTH_BAND
+        own = self._measured(band, k + 1)
+        smaller = [(j, c) for j in range(1, k) if (c := self._measured(band, j + 1)) is not None]
+        if own is not None:  # a bigger batch never counts as cheaper than a smaller one in the band
+            return max([own] + [c for _, c in smaller])
+        # Not timed in this band: the nearest shallower band's figure, or the prior; but no cheaper than
+        # a straight line through what this band did time (batches grow about linearly when compute-bound).
+        borrowed = next((c for b in range(band - 1, -1, -1) if (c := self._measured(b, k + 1)) is not None), None)
+        guess = borrowed if borrowed is not None else self.prior[min(k, len(self.prior) - 1)]
+        return max([guess] + [1.0 + (c - 1.0) * k / j for j, c in smaller])
 
-    def curve(self) -> list[float]:
-        return [self(k) for k in range(MAX_DRAFT + 1)]
+    def _measured(self, band: int, size: int) -> float | None:
+        """Batch time over single-decode time, both timed (twice at least) in `band`."""
+        if self.samples.get((band, size), 0) >= 2 and self.samples.get((band, 1), 0) >= 2:
+            return max(1.0, self.seconds[(band, size)] / self.seconds[(band, 1)])
+        return None
+
+    def curve(self, depth: int = 0) -> list[float]:
+        return [self(k, depth) for k in range(MAX_DRAFT + 1)]
+
+    def measured(self) -> dict[int, dict[int, float]]:
+        """{band: {k: cost}} for every band and k timed there (bench.session prints it)."""
+        found: dict[int, dict[int, float]] = {}
+        for band, size in sorted(self.seconds):
+            cost = self._measured(band, size) if size > 1 else None
+            if cost is not None:
+                found.setdefault(band, {})[size - 1] = cost
+        return found
 
 
 class DraftBudget:
@@ -142,7 +173,8 @@ class DraftBudget:
         self.failures = 0
         self.skipped = 0
 
-    def length(self, n_max: int) -> int:
+    def length(self, n_max: int, depth: int = 0) -> int:
+        """Tokens to draft now (0: decode one token), `depth` tokens into the context."""
         if self.failures >= self.pause_after:
             self.skipped += 1
             if self.skipped % 32:
@@ -151,7 +183,7 @@ class DraftBudget:
         a = self.acceptance
         for k in range(1, min(n_max, MAX_DRAFT) + 1):
             expected = sum(a**i for i in range(k + 1))
-            rate = expected / self.cost(k)
+            rate = expected / self.cost(k, depth)
             if rate > best_rate * 1.02:
                 best_k, best_rate = k, rate
         return best_k

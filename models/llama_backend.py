@@ -691,11 +691,11 @@ class LlamaCppModel:
             if drafts:
                 timed = time.perf_counter()
                 self._eval_batch([token, *drafts])
-                self.verify_cost.record(1 + len(drafts), time.perf_counter() - timed)
+                self.verify_cost.record(1 + len(drafts), time.perf_counter() - timed, first)
             elif drafting:
                 timed = time.perf_counter()
                 self._eval([token])
-                self.verify_cost.record(1, time.perf_counter() - timed)
+                self.verify_cost.record(1, time.perf_counter() - timed, first)
             else:  # the plain path: nothing per token beyond what a bare llama-cpp-python loop does
                 self._eval([token])
             index = -1
@@ -742,7 +742,7 @@ class LlamaCppModel:
             return [], ""
         drafting = self.drafting
         if drafting.lookup:
-            n = self._lookup_budget.length(room)
+            n = self._lookup_budget.length(room, self.llm.n_tokens)
             if n:
                 stream = self.llm.input_ids[: self.llm.n_tokens]
                 drafts = self._lookup.propose(stream, token, n, self.stop_ids)
@@ -750,7 +750,7 @@ class LlamaCppModel:
                 if drafts:
                     return drafts, "lookup"
         if drafting.mtp and self.llm.mtp is not None:
-            n = self._mtp_budget.length(room)
+            n = self._mtp_budget.length(room, self.llm.n_tokens)
             if n:
                 drafts = self._until_stop(self.llm.mtp.draft(token, self.llm.n_tokens, n, p_min=MTP_P_MIN))
                 if drafts:

@@ -74,6 +74,29 @@ def test_measured_verify_cost_turns_drafting_off_where_batches_cost_as_much_as_t
     assert budget.length(8) >= 4
 
 
+def test_verify_cost_is_kept_per_context_depth_and_a_bigger_batch_never_counts_as_cheaper():
+    cost = VerifyCost()
+    budget = DraftBudget(cost, prior=0.9)
+    for _ in range(3):
+        for n in range(1, 10):  # under 2K deep: a batch of 9 costs ~1.5 single decodes
+            cost.record(n, 0.2 * (1 + n / 16), depth=1000)
+        # 8K deep: single decodes slower, and a batch of 1 + k costs ~1.4 (1 + k) of them
+        cost.record(1, 0.5, depth=8500)
+        cost.record(3, 0.5 * 4.2, depth=8500)
+    assert budget.length(8, depth=1000) >= 4
+    assert cost(2, depth=8500) == pytest.approx(4.2, rel=0.01)
+    assert cost(8, depth=8500) >= 4.2 * 8 / 3  # not timed at 8K: not the shallower band's ~1.5 but a line through k=2's 4.2
+    # The shallow band's cheap batches do not count at depth: only k=1, not timed there yet, is tried ...
+    assert budget.length(8, depth=8500) == 1
+    for _ in range(2):  # ... and found to cost more than the 1.9 tokens it yields
+        cost.record(2, 0.5 * 2.1, depth=8500)
+    assert budget.length(8, depth=8500) == 0
+    # A band never timed borrows the nearest shallower one: drafting is tried there, then measured.
+    assert cost(8, depth=4500) == pytest.approx(cost(8, depth=1000)) == pytest.approx(1.5625 / 1.0625)
+    # Back to a shallow context (a new task): the shallow figures apply again.
+    assert budget.length(8, depth=100) >= 4
+
+
 def greedy(path: Path, draft: str, messages: list[ChatMessage], tmp: Path, tokens: int, **options: object) -> tuple[LlamaCppModel, str, list[int]]:
     model = LlamaCppModel(path, n_ctx=2048, temperature=0.0, draft=draft, state_dir=tmp / draft, persist_states=False,
                           n_threads=2, **options)  # type: ignore[arg-type]
