@@ -429,8 +429,9 @@ class RibbitApp(App[int]):
 
     @work(thread=True, group="preload")
     def preload(self) -> None:
-        """Read the system prompt while the user types the first task (models.base.Preloading); a task
-        submitted meanwhile waits for it inside the session, the status bar showing the progress."""
+        """Read the system prompt (or a resumed conversation whose saved state could not be loaded) while
+        the user types the next task (models.base.Preloading); a task submitted meanwhile waits for it
+        inside the session, the status bar showing the progress."""
         if self.workspace is None:
             return
         with self._preload_lock:

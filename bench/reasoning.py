@@ -126,7 +126,7 @@ def run_session(model: LlamaCppModel, task: ScriptedTask, reasoning: bool, work:
         reasoning=reasoning, limits=Limits(max_steps=len(task.turns) + 2, context=model.info.context_length),
     )
     try:
-        list(model.preload(workspace.session.messages[0], workspace.session.specs))  # restored after the first run
+        list(model.preload(workspace.session.messages[:1], workspace.session.specs))  # restored after the first run
         system = len(model.stream_tokens())
         started = time.perf_counter()
         summary = workspace.session.run(statement)

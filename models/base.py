@@ -134,9 +134,10 @@ class ChatModel(Protocol):
 
 @runtime_checkable
 class Preloading(Protocol):
-    """A backend that can read the system prompt before the first task arrives (llama.cpp: the
-    prompt's tokens evaluated, or its saved state loaded); later turns find it already read."""
+    """A backend that can read the conversation so far before the next task arrives: the system prompt
+    (llama.cpp: its tokens evaluated, or its saved state loaded), or a resumed conversation whose saved
+    state could not be loaded; later turns find it already read."""
 
-    def preload(self, system: ChatMessage, tools: Sequence[ToolSpec]) -> Iterator[PrefillProgress]:
-        """Progress after each batch read. Stopped early, the next turn reads the prompt from the start."""
+    def preload(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> Iterator[PrefillProgress]:
+        """Progress after each batch read. Stopped early, the next turn reads what is missing."""
         ...

@@ -399,13 +399,30 @@ class LlamaCppModel:
 
     # -- extras beyond ChatModel ----------------------------------------------------------------
 
-    def preload(self, system: ChatMessage, tools: Sequence[ToolSpec]) -> Iterator[PrefillProgress]:
-        """Evaluate (or load from disk) the system prompt and tool definitions before the first task."""
-        parts = self._prompt_parts([system], list(tools), with_rest=False)
+    def preload(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> Iterator[PrefillProgress]:
+        """Evaluate (or load from disk) the system prompt and tool definitions before the first task; for
+        a resumed conversation whose saved state was not loaded, the conversation through its last
+        assistant turn too, as if that turn had just been generated (the next turn appends its close)."""
+        messages, tool_list = list(messages), list(tools)
+        if len(messages) > 1 and self.context_used():
+            return  # the conversation (its saved state) is in the context already
+        last = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=None)
+        if last is None:
+            parts = self._prompt_parts(messages[:1], tool_list, with_rest=False)
+        else:
+            try:
+                parts = self._prompt_parts(messages[: last + 1], tool_list, with_rest=True, generated_last=True)
+            except ModelError:  # a template whose turn close cannot be cut off: the system prompt only
+                last, parts = None, self._prompt_parts(messages[:1], tool_list, with_rest=False)
+            if sum(len(t) for t, _ in parts) + 1 >= self.info.context_length:
+                last, parts = None, self._prompt_parts(messages[:1], tool_list, with_rest=False)
         segments = self._restore_prefix(parts)
         total = sum(len(t) for t, _ in segments)
+        self._consumed, self._pending = [], []  # until the whole conversation is read
         for done, _ in self._prefill(segments):
             yield PrefillProgress(done=done, total=total)
+        if last is not None and total:
+            self._consumed = [fingerprint(m) for m in messages[:last]] + [_GENERATED]
 
     def restore_system_snapshot(self) -> bool:
         """Back to just the system prompt (for /clear); False when none was taken yet."""
@@ -513,13 +530,22 @@ class LlamaCppModel:
         )
         return self._tokenize_rendered(rendered, 0, len(rendered.text))
 
-    def _prompt_parts(self, messages: list[ChatMessage], tools: list[ToolSpec], with_rest: bool) -> list[tuple[list[int], str | None]]:
-        """A fresh render cut into (tool definitions, system prompt, rest), tokenised separately."""
+    def _prompt_parts(
+        self, messages: list[ChatMessage], tools: list[ToolSpec], with_rest: bool, generated_last: bool = False,
+    ) -> list[tuple[list[int], str | None]]:
+        """A fresh render cut into (tool definitions, system prompt, rest), tokenised separately.
+        generated_last: the conversation ends with an assistant turn, read up to where its generation
+        would have stopped (before the close that _continuation appends); ModelError where it cannot."""
         rendered = (
             self.template.guarded(lambda all_: self.template.render_conversation(all_, tools), messages)
             if with_rest else Rendered(text="")
         )
         text = rendered.text
+        if generated_last:
+            close = self.template.after_turn(messages[-1], [], tools)
+            if not close or not text.endswith(close):
+                raise ModelError("the last turn's close is not where the template renders it")
+            text = text[: -len(close)]
         cuts: list[tuple[str, str | None]] = []
         if messages and messages[0].role == "system":
             scaffold, sys_text = self._system_prefixes(messages[0], tools)

@@ -161,8 +161,9 @@ class Workspace:
         return self.session.run(task)
 
     def preload(self) -> bool:
-        """Read the system prompt before the first task (blocks: call it from a worker thread); a run
-        started meanwhile waits for it. False when there is nothing to do."""
+        """Read the system prompt (or a resumed conversation whose saved state was not loaded) before the
+        next task (blocks: call it from a worker thread); a run started meanwhile waits for it. False when
+        there is nothing to do."""
         return self.session.preload()
 
     def cancel(self) -> None:

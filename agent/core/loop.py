@@ -214,17 +214,18 @@ class AgentSession:
         return switch.default_on if self.reasoning is None else self.reasoning
 
     def preload(self) -> bool:
-        """Read the system prompt into the model before the first task (the TUI calls it from a worker
-        while the user types). A run started meanwhile waits for it, since it would read the same
-        tokens; cancel() stops it. False when the model cannot preload or a task has already begun."""
+        """Read the system prompt into the model before the first task, or a resumed conversation whose
+        saved state was not loaded (the TUI calls it from a worker while the user types). A run started
+        meanwhile waits for it, since it would read the same tokens; cancel() stops it. False when the
+        model cannot preload or its context already holds the conversation (a task has begun)."""
         model = self.model
         if not isinstance(model, Preloading):
             return False
         with self._model_lock:
-            if len(self.messages) != 1:
+            if len(self.messages) > 1 and model.context_used():
                 return False
             self.cancel_event.clear()  # an Esc from an earlier run must not stop this one
-            for progress in model.preload(self.messages[0], self.specs):
+            for progress in model.preload(self.messages, self.specs):
                 self.sink(PrefillEvent(done=progress.done, total=progress.total))
                 if self.cancel_event.is_set():
                     break

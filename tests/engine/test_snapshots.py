@@ -119,7 +119,7 @@ def test_a_different_system_prompt_misses_the_disk_cache(state_dir):
 def test_preload_evaluates_the_system_prompt_ahead_of_the_task(state_dir):
     model = make_model(state_dir, persist_states=False)
     try:
-        progress = list(model.preload(SYSTEM, []))
+        progress = list(model.preload([SYSTEM], []))
         assert progress and progress[-1].done == progress[-1].total == system_length(model)
         end = prefill_only(model, [SYSTEM, ChatMessage(role="user", content="Hi.")])
         assert end.usage.cached_tokens == system_length(model)

@@ -113,3 +113,33 @@ def test_a_task_started_during_the_preload_waits_for_it_and_reads_nothing_twice(
     finally:
         workspace.close()
         model.close()
+
+
+@pytest.mark.anyio
+async def test_a_resumed_conversation_whose_saved_state_is_gone_is_read_before_the_next_task(repo: Path, tmp_path: Path) -> None:
+    from agent.core.saved_sessions import SessionStore
+    from tests.functional.helpers import ribbit_subprocess
+
+    done = ribbit_subprocess("run", "Say hello.", "--repo", str(repo), "--threads", "1", "--temperature", "0",
+                             "--draft", "none", "--mode", "auto-edit", "--no-sandbox", "--max-steps", "1",
+                             "--max-turn-tokens", "16", "--context", "2048")
+    assert done.returncode in (0, 3) and "Traceback" not in done.stderr, done.stderr
+    store = SessionStore(repo)
+    saved = store.latest()
+    (store.folder / saved.session_id / "latest.state").unlink()  # evicted: the next turn would read it all
+    model = LlamaCppModel(embedded_model_path(), n_ctx=4096, temperature=0.0, state_dir=tmp_path / "states")
+    app = make_app(repo, model, limits=LIMITS, continue_last=True)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(pilot)
+            await wait_for(pilot, lambda: preloaded(app, model), timeout=120, what="the preload")
+            held = model.stream_tokens()
+            text = model.llm.detokenize(held, special=True).decode("utf-8", "replace")
+            assert "Say hello." in text and len(held) > len(model._system_tokens or []) + 5  # noqa: SLF001
+            await send(pilot, "Now say goodbye.")
+            await idle(pilot)
+            turn = model.stats.turns[0]
+            assert turn.cached_tokens == len(held)  # the old conversation was not read again
+            assert turn.evaluated_tokens == turn.prompt_tokens - len(held)
+    finally:
+        model.close()
