@@ -26,6 +26,11 @@ PLAN_REFUSAL = (
     "Read, Glob and read-only Bash, then end your turn with the plan (the files to change and how), "
     "without calling a tool."
 )
+# Plan mode runs every command read-only, which only the sandbox can enforce (ApprovalPolicy.plan_bash).
+PLAN_NO_SANDBOX_REFUSAL = (
+    "Bash is not available in plan mode without a sandbox: nothing could keep a command from changing the "
+    "repository. Keep exploring with Read and Glob, then end your turn with the plan, without calling a tool."
+)
 # Added to each task sent in plan mode (not to the system prompt, so saved system-prompt states are shared).
 PLAN_TASK_NOTE = (
     "Note: plan mode. Do not change anything: Write and Edit are refused and Bash runs with the repository "
@@ -264,6 +269,8 @@ class ApprovalOrchestrator:
         """Why the mode refuses this tool outright (the `Error:` text for the model), or None."""
         if self.policy.mode == "plan" and tool in PLAN_REFUSED_TOOLS:
             return PLAN_REFUSAL.format(tool=tool)
+        if self.policy.mode == "plan" and tool == "Bash" and not self.policy.sandboxed:
+            return PLAN_NO_SANDBOX_REFUSAL
         return None
 
     def decide(self, need: ApprovalNeed, request: Callable[[], ApprovalRequest]) -> ApprovalDecision | None:

@@ -109,6 +109,20 @@ def test_plan_mode_leaves_the_tree_and_git_byte_identical(work: Path, tmp_path: 
     assert summary.stop_reason == "finished" and summary.files_changed == []  # type: ignore[attr-defined]
 
 
+def test_without_a_sandbox_plan_mode_refuses_bash_and_says_why(work: Path, tmp_path: Path) -> None:
+    before_tree, before_git = tree_bytes(work), git_state(work)
+    turns = [xml_call("Bash", command="rm -f calc.py"), xml_call("Bash", command="cat calc.py"),
+             xml_call("Read", file_path="calc.py"), "1. Change calc.py: ..."]
+    approver = ScriptedApprover(*[True] * 5)
+    _, recorder, _ = session(work, tmp_path, *turns, mode="plan", approver=approver, no_sandbox=True)
+    assert tree_bytes(work) == before_tree and git_state(work) == before_git
+    assert approver.requests == []
+    outputs = tool_outputs(recorder)
+    for refused in outputs[:2]:
+        assert refused.startswith("Error: Bash is not available in plan mode without a sandbox")
+    assert "the user's uncommitted fix" in outputs[2]
+
+
 def test_the_task_carries_the_plan_note_and_the_system_prompt_does_not(work: Path, tmp_path: Path) -> None:
     workspace, _, _ = session(work, tmp_path, "1. a plan", mode="plan")
     system, task = workspace.session.messages[0], workspace.session.messages[1]
