@@ -46,8 +46,9 @@ def tool_output(step: int) -> str:
     return "\n".join(lines)
 
 
-def turn(model: LlamaCppModel, messages: list[ChatMessage], max_tokens: int, tools=SPECS) -> tuple[str, TurnEnd, float]:
-    """(text, end, seconds to the first sampled token or the end of the turn)."""
+def stream(model: LlamaCppModel, messages: list[ChatMessage], max_tokens: int, tools=SPECS) -> tuple[str, TurnEnd, float, float | None, float]:
+    """One turn streamed: (text, end, when it began, when its first text came or None, when it ended);
+    times from time.perf_counter()."""
     started = time.perf_counter()
     first = None
     text, end = "", None
@@ -58,7 +59,13 @@ def turn(model: LlamaCppModel, messages: list[ChatMessage], max_tokens: int, too
         elif isinstance(chunk, TurnEnd):
             end = chunk
     assert end is not None
-    return text, end, (first or time.perf_counter()) - started
+    return text, end, started, first, time.perf_counter()
+
+
+def turn(model: LlamaCppModel, messages: list[ChatMessage], max_tokens: int, tools=SPECS) -> tuple[str, TurnEnd, float]:
+    """(text, end, seconds to the first sampled token or the end of the turn)."""
+    text, end, started, first, ended = stream(model, messages, max_tokens, tools)
+    return text, end, (first or ended) - started
 
 
 def load_average() -> str:
@@ -378,15 +385,9 @@ def decode_after_prefix(model: LlamaCppModel, messages: list[ChatMessage], max_t
     """(text, tokens sampled, seconds) of a turn whose response prefix is forced: timed from the prefix's
     text (read in one batch, the same in both modes) to the end of the turn."""
     forced = len(model._tokenize(model.response_prefix))
-    text, started, end = "", None, None
-    for chunk in model.generate(GenerationRequest(messages=messages, tools=[], max_tokens=max_tokens)):
-        if isinstance(chunk, TextChunk):
-            started = started or time.perf_counter()
-            text += chunk.text
-        elif isinstance(chunk, TurnEnd):
-            end = chunk
-    assert end is not None and started is not None
-    return text, end.usage.completion_tokens - forced, time.perf_counter() - started
+    text, end, _, first, ended = stream(model, messages, max_tokens, tools=[])
+    assert first is not None
+    return text, end.usage.completion_tokens - forced, ended - first
 
 
 def copy_speedup(path: Path, work: Path, rounds: int, tokens: int) -> list[dict]:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from models.chat import ParsedTurn, ToolSpec
+from models.chat import ParsedTurn, ToolCall, ToolSpec
 from models.grammar import ToolCallGrammar
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
@@ -95,6 +95,29 @@ def loads_json(text: str) -> Any:
         return json.loads(text)
     except RecursionError:
         raise ValueError("it is nested too deeply") from None
+
+
+def call_from_json(data: object, errors: list[str], name_keys: tuple[str, ...] = ("name",)) -> ToolCall | None:
+    """A parsed JSON call `{NAME_KEY: ..., "arguments": {...}}` (arguments may be a JSON string), or None
+    with the reason in `errors` (hermes, json_fallback)."""
+    if not isinstance(data, dict):
+        errors.append("a tool call must be a JSON object with name and arguments")
+        return None
+    name = next((data[k] for k in name_keys if isinstance(data.get(k), str)), None)
+    if not name:
+        errors.append(f"a tool call has no {' or '.join(repr(k) for k in name_keys)} string")
+        return None
+    arguments = data.get("arguments", data.get("parameters", {}))
+    if isinstance(arguments, str):
+        try:
+            arguments = loads_json(arguments) if arguments.strip() else {}
+        except ValueError as exc:
+            errors.append(f"the arguments of {name} are not valid JSON: {exc}")
+            return None
+    if not isinstance(arguments, dict):
+        errors.append(f"the arguments of {name} must be a JSON object")
+        return None
+    return ToolCall(id="", name=name, arguments=arguments)
 
 
 def coerce_value(raw: str, schema: dict[str, Any] | None) -> Any:

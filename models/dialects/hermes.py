@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from models.chat import ParsedTurn, ToolCall, ToolSpec
-from models.dialects.base import StreamMarkers, ToolDialect, loads_json, split_reasoning
+from models.chat import ParsedTurn, ToolSpec
+from models.dialects.base import StreamMarkers, ToolDialect, call_from_json, loads_json, split_reasoning
 from models.grammar import JSON_RULES, ToolCallGrammar, json_call_rules
 
 NAME = "hermes"
@@ -19,27 +19,6 @@ _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
 
 def detect(template: str) -> bool:
     return CALL_OPEN in template
-
-
-def call_from_json(data: object, errors: list[str], name_keys: tuple[str, ...] = ("name",)) -> ToolCall | None:
-    if not isinstance(data, dict):
-        errors.append("a tool call must be a JSON object with name and arguments")
-        return None
-    name = next((data[k] for k in name_keys if isinstance(data.get(k), str)), None)
-    if not name:
-        errors.append(f"a tool call has no {' or '.join(repr(k) for k in name_keys)} string")
-        return None
-    arguments = data.get("arguments", data.get("parameters", {}))
-    if isinstance(arguments, str):
-        try:
-            arguments = loads_json(arguments) if arguments.strip() else {}
-        except ValueError as exc:
-            errors.append(f"the arguments of {name} are not valid JSON: {exc}")
-            return None
-    if not isinstance(arguments, dict):
-        errors.append(f"the arguments of {name} must be a JSON object")
-        return None
-    return ToolCall(id="", name=name, arguments=arguments)
 
 
 class HermesParser:

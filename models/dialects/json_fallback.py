@@ -10,8 +10,7 @@ from __future__ import annotations
 import re
 
 from models.chat import ParsedTurn, ToolSpec
-from models.dialects.base import StreamMarkers, ToolDialect, loads_json, split_reasoning
-from models.dialects.hermes import call_from_json
+from models.dialects.base import StreamMarkers, ToolDialect, call_from_json, loads_json, split_reasoning
 from models.grammar import JSON_RULES, ToolCallGrammar, json_call_rules
 
 NAME = "json"
