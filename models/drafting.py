@@ -95,6 +95,9 @@ class LookupDrafter:
 # decode and a batch slower, and not at the same rate (real size, KV f16 + flash attention, 2 cores:
 # 1 + 2 tokens cost ~2.2 single decodes at 2K deep but ~4 at 7K; bench.session).
 DEPTH_BAND = 2048
+# Where drafting does not pay, one decode in this many still verifies a 1-token draft (~1-2 % of decode
+# time at real size), so that costs measured once are measured again.
+RETIME_EVERY = 64
 
 
 class VerifyCost:
@@ -144,6 +147,10 @@ class VerifyCost:
             return max(1.0, self.seconds[(band, size)] / self.seconds[(band, 1)])
         return None
 
+    def singles(self, depth: int) -> int:
+        """Single decodes timed in the band of `depth`."""
+        return self.samples.get((depth // DEPTH_BAND, 1), 0)
+
     def curve(self, depth: int = 0) -> list[float]:
         return [self(k, depth) for k in range(MAX_DRAFT + 1)]
 
@@ -172,9 +179,12 @@ class DraftBudget:
         self.pause_after = pause_after
         self.failures = 0
         self.skipped = 0
+        self.declined = 0
 
     def length(self, n_max: int, depth: int = 0) -> int:
         """Tokens to draft now (0: decode one token), `depth` tokens into the context."""
+        if self.cost.singles(depth) < 2:
+            return 0  # a new depth band: time single decodes first, the yardstick of every batch there
         if self.failures >= self.pause_after:
             self.skipped += 1
             if self.skipped % 32:
@@ -186,6 +196,12 @@ class DraftBudget:
             rate = expected / self.cost(k, depth)
             if rate > best_rate * 1.02:
                 best_k, best_rate = k, rate
+        if best_k == 0 and n_max >= 1:
+            # Costs change (other programs come and go; a timing can be an outlier): now and then a small
+            # batch is timed again, so one bad measurement does not switch drafting off for good.
+            self.declined += 1
+            if self.declined % RETIME_EVERY == 0:
+                return 1
         return best_k
 
     def record(self, drafted: int, accepted: int) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 import models.llama_backend as backend
 from models.chat import ChatMessage
-from models.drafting import DraftBudget, LookupDrafter, VerifyCost
+from models.drafting import RETIME_EVERY, DraftBudget, LookupDrafter, VerifyCost
 from models.llama_backend import LlamaCppModel
 from tests.engine.conftest import SYSTEM, make_model, run_turn
 
@@ -49,6 +49,9 @@ def test_lookup_proposes_what_followed_the_longest_match():
 def test_budget_stops_drafting_a_source_that_does_not_pay():
     cheap = VerifyCost(prior=(1.0, 1.1, 1.2, 1.3, 1.4))
     budget = DraftBudget(cheap, prior=0.9)
+    assert budget.length(4) == 0  # no single decode timed yet: nothing to weigh a batch against
+    cheap.record(1, 0.1)
+    cheap.record(1, 0.1)
     assert budget.length(4) == 4
     for _ in range(10):
         budget.record(4, 0)
@@ -62,6 +65,8 @@ def test_budget_stops_drafting_a_source_that_does_not_pay():
 def test_measured_verify_cost_turns_drafting_off_where_batches_cost_as_much_as_their_tokens():
     cost = VerifyCost()
     budget = DraftBudget(cost, prior=0.95)
+    cost.record(1, 0.3)
+    cost.record(1, 0.3)
     assert budget.length(8) >= 4  # the optimistic prior: try drafting
     for _ in range(3):  # compute-bound: a batch of n costs n single decodes (real size, 2 cores)
         for n in range(1, 10):
@@ -91,6 +96,10 @@ def test_verify_cost_is_kept_per_context_depth_and_a_bigger_batch_never_counts_a
     for _ in range(2):  # ... and found to cost more than the 1.9 tokens it yields
         cost.record(2, 0.5 * 2.1, depth=8500)
     assert budget.length(8, depth=8500) == 0
+    # Now and then a 1-token draft is timed again: a cost measured once does not switch drafting off for good.
+    assert sorted(budget.length(8, depth=8500) for _ in range(RETIME_EVERY)) == [0] * (RETIME_EVERY - 1) + [1]
+    # A band with no single decode timed yet decodes one by one first.
+    assert budget.length(8, depth=20000) == 0
     # A band never timed borrows the nearest shallower one: drafting is tried there, then measured.
     assert cost(8, depth=4500) == pytest.approx(cost(8, depth=1000)) == pytest.approx(1.5625 / 1.0625)
     # Back to a shallow context (a new task): the shallow figures apply again.
