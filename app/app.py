@@ -733,7 +733,7 @@ class RibbitApp(App[int]):
             return
         if self.preloading:
             message.model.close()  # the old model is still reading the system prompt
-            await transcript.add_notice("/model: the system prompt is still being read; switch again in a moment", "warning")
+            await transcript.add_notice("/model: the conversation is still being read; switch again in a moment", "warning")
             return
         old, self.model = self.model, message.model
         self.workspace.use_model(message.model)
@@ -742,7 +742,7 @@ class RibbitApp(App[int]):
         if old is not None and old is not message.model:
             old.close()
         await transcript.add_notice(self.describe_model())
-        self.preload()  # a fresh conversation: the new model reads the system prompt while the user types
+        self.preload()  # the new model reads the conversation so far (the system prompt at least) while the user types
 
     @work(thread=True, exclusive=True, group="undo")
     def undo(self) -> None:

@@ -139,5 +139,6 @@ class Preloading(Protocol):
     state could not be loaded; later turns find it already read."""
 
     def preload(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> Iterator[PrefillProgress]:
-        """Progress after each batch read. Stopped early, the next turn reads what is missing."""
+        """Progress after each batch read. Stopped early, the next turn starts over from the last saved
+        prefix (the system prompt) and reads the rest."""
         ...

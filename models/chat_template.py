@@ -172,6 +172,19 @@ class ChatTemplate:
                 raise ModelError(f"cannot render the next turn incrementally: {exc}") from None
         return self.turn_close + self.turn_end + self.delta(new_messages, tools)
 
+    def cut_generated(self, text: str, turn: ChatMessage, tools: list[ToolSpec] | None) -> str:
+        """`text`, a render that ends with `turn` and the generation prompt, cut where the model's generation
+        of `turn` stopped (before what after_turn appends); ModelError where the render does not hold the
+        turn the way the model wrote it."""
+        close = self.after_turn(turn, [], tools)
+        if not close or not text.endswith(close):
+            raise ModelError("the last turn's close is not where the template renders it")
+        cut = text[: -len(close)]
+        if self.dialect == "gemma4" and turn.tool_calls and not cut.endswith(gemma4.CALL_CLOSE):
+            # Gemma 4 renders a turn's text after its calls' results; the model wrote it before the calls.
+            raise ModelError("the last turn's text is rendered where the model did not write it")
+        return cut
+
     def delta(self, new_messages: list[ChatMessage], tools: list[ToolSpec] | None) -> str:
         """Text that follows a finished assistant turn (after `turn_end`) up to the next generation prompt."""
         new = self.template_messages(new_messages)

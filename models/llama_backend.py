@@ -420,9 +420,9 @@ class LlamaCppModel:
         total = sum(len(t) for t, _ in segments)
         self._consumed, self._pending = [], []  # until the whole conversation is read
         for done, _ in self._prefill(segments):
+            if done == total and last is not None:  # before the last yield: a stop right after keeps it
+                self._consumed = [fingerprint(m) for m in messages[:last]] + [_GENERATED]
             yield PrefillProgress(done=done, total=total)
-        if last is not None and total:
-            self._consumed = [fingerprint(m) for m in messages[:last]] + [_GENERATED]
 
     def restore_system_snapshot(self) -> bool:
         """Back to just the system prompt (for /clear); False when none was taken yet."""
@@ -542,10 +542,7 @@ class LlamaCppModel:
         )
         text = rendered.text
         if generated_last:
-            close = self.template.after_turn(messages[-1], [], tools)
-            if not close or not text.endswith(close):
-                raise ModelError("the last turn's close is not where the template renders it")
-            text = text[: -len(close)]
+            text = self.template.cut_generated(text, messages[-1], tools)
         cuts: list[tuple[str, str | None]] = []
         if messages and messages[0].role == "system":
             scaffold, sys_text = self._system_prefixes(messages[0], tools)

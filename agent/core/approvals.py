@@ -23,9 +23,9 @@ MODES: tuple[Mode, ...] = ("ask", "auto-edit", "full-auto", "review", "plan")
 PLAN_REFUSED_TOOLS = frozenset({"Write", "Edit"})
 PLAN_REFUSAL = (
     "{tool} is not available in plan mode: nothing may change in the repository. Keep exploring with "
-    "Read, Glob and read-only Bash, then end your turn with the plan (the files to change and how), "
-    "without calling a tool."
+    "{explore}, then end your turn with the plan (the files to change and how), without calling a tool."
 )
+PLAN_EXPLORE = {True: "Read, Glob and read-only Bash", False: "Read and Glob"}  # by: is there a sandbox
 # Plan mode runs every command read-only, which only the sandbox can enforce (ApprovalPolicy.plan_bash).
 PLAN_NO_SANDBOX_REFUSAL = (
     "Bash is not available in plan mode without a sandbox: nothing could keep a command from changing the "
@@ -37,6 +37,10 @@ PLAN_TASK_NOTE = (
     "read-only and no network. Explore with Read, Glob and Bash as needed, then end with a plan: a short "
     "numbered list of steps naming the files to change and what to change in each, and how to check the "
     "result. Do not call a tool in your final answer."
+)
+PLAN_TASK_NOTE_NO_SANDBOX = PLAN_TASK_NOTE.replace(
+    "and Bash runs with the repository read-only and no network. Explore with Read, Glob and Bash as needed",
+    "and so is Bash (there is no sandbox to keep a command read-only). Explore with Read and Glob",
 )
 
 
@@ -268,10 +272,16 @@ class ApprovalOrchestrator:
     def refusal(self, tool: str) -> str | None:
         """Why the mode refuses this tool outright (the `Error:` text for the model), or None."""
         if self.policy.mode == "plan" and tool in PLAN_REFUSED_TOOLS:
-            return PLAN_REFUSAL.format(tool=tool)
+            return PLAN_REFUSAL.format(tool=tool, explore=PLAN_EXPLORE[self.policy.sandboxed])
         if self.policy.mode == "plan" and tool == "Bash" and not self.policy.sandboxed:
             return PLAN_NO_SANDBOX_REFUSAL
         return None
+
+    def task_note(self) -> str:
+        """What goes with each task in this mode (plan mode's note, as the sandbox allows), else ""."""
+        if self.policy.mode != "plan":
+            return ""
+        return PLAN_TASK_NOTE if self.policy.sandboxed else PLAN_TASK_NOTE_NO_SANDBOX
 
     def decide(self, need: ApprovalNeed, request: Callable[[], ApprovalRequest]) -> ApprovalDecision | None:
         """None when the policy lets it through without asking; else the user's decision, recorded in the

@@ -15,7 +15,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ValidationError
 
-from agent.core.approvals import PLAN_TASK_NOTE, ApprovalOrchestrator, ApprovalPolicy, Approver
+from agent.core.approvals import ApprovalOrchestrator, ApprovalPolicy, Approver
 from agent.checkout.changes import AgentWriteObserver, ChangeGate
 from agent.core.compaction import Compactor
 from agent.core.crashlog import describe, one_line
@@ -245,7 +245,8 @@ class AgentSession:
         self.compactor.start_run()
         notes = self._take_notes()  # e.g. files changed outside the agent while it was idle
         # Plan mode's note goes with the task (compaction restarts from it too), not in the system prompt.
-        self.task = task + ("\n\n" + PLAN_TASK_NOTE if self.approvals.mode == "plan" else "")
+        note = self.approvals.task_note()
+        self.task = task + ("\n\n" + note if note else "")
         self.before_task(task)
         self._add(ChatMessage(role="user", content=self.task + ("\n\n" + notes if notes else "")))
         reason: StopReason = "finished"

@@ -55,7 +55,7 @@ class SessionResume:
         if reason is None:
             s.sink(NoticeEvent(level="info", text=done + ": the model's saved state is restored, nothing is read again"))
         elif isinstance(model, SavesPoints):
-            s.sink(NoticeEvent(level="info", text=done + f": the conversation is read again once at the next turn ({reason})"))
+            s.sink(NoticeEvent(level="info", text=done + f": the conversation is read again once, before the next turn ({reason})"))
         else:
             s.sink(NoticeEvent(level="info", text=done))
 

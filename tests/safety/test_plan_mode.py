@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.core.approvals import PLAN_TASK_NOTE
+from agent.core.approvals import PLAN_TASK_NOTE, PLAN_TASK_NOTE_NO_SANDBOX
 from tests.conftest import git, tree_bytes, xml_call
 from tests.functional.helpers import ribbit_run
 from tests.safety.helpers import tool_outputs
@@ -114,13 +114,15 @@ def test_without_a_sandbox_plan_mode_refuses_bash_and_says_why(work: Path, tmp_p
     turns = [xml_call("Bash", command="rm -f calc.py"), xml_call("Bash", command="cat calc.py"),
              xml_call("Read", file_path="calc.py"), "1. Change calc.py: ..."]
     approver = ScriptedApprover(*[True] * 5)
-    _, recorder, _ = session(work, tmp_path, *turns, mode="plan", approver=approver, no_sandbox=True)
+    workspace, recorder, _ = session(work, tmp_path, *turns, mode="plan", approver=approver, no_sandbox=True)
     assert tree_bytes(work) == before_tree and git_state(work) == before_git
     assert approver.requests == []
     outputs = tool_outputs(recorder)
     for refused in outputs[:2]:
         assert refused.startswith("Error: Bash is not available in plan mode without a sandbox")
     assert "the user's uncommitted fix" in outputs[2]
+    task = workspace.session.messages[1].content
+    assert task.startswith("go\n\n" + PLAN_TASK_NOTE_NO_SANDBOX) and "Explore with Read and Glob," in task
 
 
 def test_the_task_carries_the_plan_note_and_the_system_prompt_does_not(work: Path, tmp_path: Path) -> None:
