@@ -130,7 +130,7 @@ def decode_speed(path: Path, work: Path, tokens: int, rounds: int) -> dict:
     Timed from the first sampled token to the end of the turn, in wall-clock seconds and in CPU
     seconds of this process (CPU time is what other programs on a shared machine inflate least).
     The figure is the median of the per-pair ratios."""
-    import llama_cpp
+    from models.llama_runtime import open_llama
 
     # ribbit chooses its threads as it would for a user (cores, measured contention); both loops then run
     # with that count, fixed, so the comparison is the loop around llama_decode and nothing else.
@@ -142,7 +142,7 @@ def decode_speed(path: Path, work: Path, tokens: int, rounds: int) -> dict:
     plan = model.plan
     messages = [ChatMessage(role="system", content="You are a storyteller."),
                 ChatMessage(role="user", content="Tell a very long story about a frog who learns to code.")]
-    bare = llama_cpp.Llama(
+    bare = open_llama(
         model_path=str(path), n_ctx=plan.n_ctx, n_batch=plan.n_batch, n_ubatch=plan.n_batch, n_threads=plan.n_threads,
         n_threads_batch=plan.n_threads, flash_attn=plan.flash_attn, type_k=plan.type_kv, type_v=plan.type_kv, verbose=False,
     )

@@ -154,9 +154,9 @@ def teacher_forced(runtime, tokens: list[int], drafter: LookupDrafter | None, bu
 
 def bare_rates(path: Path, plan, prompt_tokens: int = 256, decode_tokens: int = 24) -> tuple[float, float]:
     """Prompt and decode tokens/s of a bare llama-cpp-python Llama on the same GGUF, threads and settings."""
-    import llama_cpp
+    from models.llama_runtime import open_llama
 
-    llm = llama_cpp.Llama(model_path=str(path), n_ctx=2048, n_batch=plan.n_batch, n_ubatch=plan.n_batch,
+    llm = open_llama(model_path=str(path), n_ctx=2048, n_batch=plan.n_batch, n_ubatch=plan.n_batch,
                           n_threads=plan.n_threads, n_threads_batch=plan.n_threads, flash_attn=plan.flash_attn,
                           type_k=plan.type_kv, type_v=plan.type_kv, verbose=False)
     try:

@@ -23,7 +23,7 @@ def model_checks(spec: str | None = None) -> list[ModelCheck]:
     try:
         import llama_cpp
 
-        checks.append(ModelCheck(name="llama.cpp", ok=True, detail=f"llama-cpp-python {llama_cpp.__version__}"))
+        checks.append(ModelCheck(name="llama.cpp", ok=True, detail=f"llama-cpp-python {llama_cpp.__version__}{buffers_note(llama_cpp)}"))
     except ImportError as exc:
         checks.append(ModelCheck(name="llama.cpp", ok=False, detail=f"llama-cpp-python cannot be imported: {exc}"))
     try:
@@ -40,6 +40,20 @@ def model_checks(spec: str | None = None) -> list[ModelCheck]:
     if chosen.startswith("openai:"):
         checks += endpoint_checks(chosen)
     return checks
+
+
+def buffers_note(llama_cpp: object) -> str:
+    """Why weights stay in plain buffers on an AMX build (models.llama_runtime's guard), or nothing."""
+    from models.llama_runtime import KEEP_AMX_ENV, amx_in_build, extra_buffers_off
+
+    if extra_buffers_off(llama_cpp):
+        return (f"; built with AMX, whose kernels segfault on some machines (llama.cpp#20824): weights stay in "
+                f"plain buffers, no AMX and no repacking ({KEEP_AMX_ENV}=1 keeps them; a build without AMX: "
+                "CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=ON ...' pip install --force-reinstall "
+                "--no-cache-dir llama-cpp-python)")
+    if amx_in_build(llama_cpp):
+        return f"; built with AMX, kept ({KEEP_AMX_ENV}=1)"
+    return ""
 
 
 ENDPOINT_CHECKS = ("endpoint", "API key", "served model")

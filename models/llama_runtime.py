@@ -11,8 +11,10 @@ and its saved states read the same.
 from __future__ import annotations
 
 import ctypes
+import os
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -46,6 +48,46 @@ def _install_log_filter(llama_cpp: Any) -> None:
 
     _log_callback = on_log
     llama_cpp.llama_log_set(on_log, ctypes.c_void_p(0))
+
+
+# llama.cpp built natively on a Sapphire Rapids-class CPU (AMX_INT8) moves the weights into AMX buffers,
+# and its AMX matrix multiply segfaults at the first prompt on some machines (ggml-org/llama.cpp#20824;
+# on this project's 2-core Xeon VM, every model, 1 or 2 threads). Weights then stay in plain buffers:
+# no AMX, and no repacking either (llama.cpp switches both with one flag). Set to 1 to keep them.
+KEEP_AMX_ENV = "RIBBIT_LLAMA_AMX"
+
+
+def amx_in_build(llama_cpp: Any) -> bool:
+    """Whether this llama.cpp was compiled with AMX kernels (they run only where the CPU has AMX)."""
+    return b"AMX_INT8 = 1" in llama_cpp.llama_print_system_info()
+
+
+def extra_buffers_off(llama_cpp: Any) -> bool:
+    """Whether ribbit loads models without llama.cpp's extra weight buffers (AMX, repacked), and so why."""
+    return amx_in_build(llama_cpp) and os.environ.get(KEEP_AMX_ENV, "") != "1"
+
+
+def model_params(llama_cpp: Any) -> Any:
+    """llama.cpp's default model parameters, with the AMX guard above."""
+    params = llama_cpp.llama_model_default_params()
+    if extra_buffers_off(llama_cpp):
+        params.use_extra_bufts = False
+    return params
+
+
+def open_llama(**kwargs: Any) -> Any:
+    """A `llama_cpp.Llama` loaded with the AMX guard (its constructor takes no such option: the default
+    parameters it starts from are ours while it loads). For checks and benchmarks that use `Llama`."""
+    import llama_cpp
+    import llama_cpp.llama_cpp as bindings
+
+    default = bindings.llama_model_default_params
+    bindings.llama_model_default_params = lambda: model_params(SimpleNamespace(
+        llama_model_default_params=default, llama_print_system_info=bindings.llama_print_system_info))
+    try:
+        return llama_cpp.Llama(**kwargs)
+    finally:
+        bindings.llama_model_default_params = default
 
 
 def _init_backend() -> Any:
@@ -91,9 +133,9 @@ class LlamaRuntime:
         from llama_cpp import _internals
 
         self._llama_cpp = llama_cpp
-        model_params = llama_cpp.llama_model_default_params()
-        model_params.load_mtp = load_mtp
-        self._model = _internals.LlamaModel(path_model=str(path), params=model_params, verbose=False)
+        self.model_params = model_params(llama_cpp)
+        self.model_params.load_mtp = load_mtp
+        self._model = _internals.LlamaModel(path_model=str(path), params=self.model_params, verbose=False)
         self.params = self._context_params(n_ctx, n_batch, n_threads, flash_attn, type_kv, n_rs_seq)
         self._ctx = _internals.LlamaContext(model=self._model, params=self.params, verbose=False)
         self.n_batch = n_batch

@@ -54,10 +54,10 @@ def _quiet_stderr() -> Iterator[None]:
 
 
 def load_llama(path: Path, n_ctx: int = 512) -> Llama:
-    from llama_cpp import Llama
+    from models.llama_runtime import open_llama
 
     with _quiet_stderr():
-        return Llama(model_path=str(path), n_ctx=n_ctx, n_batch=n_ctx, logits_all=True, verbose=False,
+        return open_llama(model_path=str(path), n_ctx=n_ctx, n_batch=n_ctx, logits_all=True, verbose=False,
                      n_threads=max(1, os.cpu_count() or 1))
 
 

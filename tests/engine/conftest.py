@@ -70,9 +70,9 @@ def prefill_only(model: LlamaCppModel, messages: list[ChatMessage]) -> TurnEnd:
 
 def fresh_logits(tokens: list[int]) -> np.ndarray:
     """Logits after evaluating `tokens` from scratch in a new context, in one batch."""
-    import llama_cpp
+    from models.llama_runtime import open_llama
 
-    llm = llama_cpp.Llama(model_path=str(embedded_model_path()), n_ctx=1024, n_batch=512, n_threads=2, verbose=False)
+    llm = open_llama(model_path=str(embedded_model_path()), n_ctx=1024, n_batch=512, n_threads=2, verbose=False)
     try:
         llm.eval(tokens)
         pointer = llm._ctx.get_logits_ith(-1)

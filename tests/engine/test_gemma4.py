@@ -162,9 +162,9 @@ def test_a_new_task_restores_the_saved_system_prompt_with_the_logits_of_a_fresh_
     second = [SYSTEM, ChatMessage(role="user", content="A different task, long enough to pass the sliding window " * 3)]
     _, end = turn(model, second, max_tokens=1, stop_after_prefill=True)
     assert end.usage.cached_tokens > 100 and end.usage.evaluated_tokens < end.usage.prompt_tokens / 2
-    import llama_cpp
+    from models.llama_runtime import open_llama
 
-    fresh = llama_cpp.Llama(model_path=str(tiny_gemma4), n_ctx=4096, n_batch=512, n_threads=2, verbose=False)
+    fresh = open_llama(model_path=str(tiny_gemma4), n_ctx=4096, n_batch=512, n_threads=2, verbose=False)
     try:
         fresh.eval(model.stream_tokens())
         expected = np.ctypeslib.as_array(fresh._ctx.get_logits_ith(-1), shape=(fresh.n_vocab(),)).copy()
