@@ -151,9 +151,6 @@ class VerifyCost:
         """Single decodes timed in the band of `depth`."""
         return self.samples.get((depth // DEPTH_BAND, 1), 0)
 
-    def curve(self, depth: int = 0) -> list[float]:
-        return [self(k, depth) for k in range(MAX_DRAFT + 1)]
-
     def measured(self) -> dict[int, dict[int, float]]:
         """{band: {k: cost}} for every band and k timed there (bench.session prints it)."""
         found: dict[int, dict[int, float]] = {}
