@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -75,15 +75,23 @@ def model_params(llama_cpp: Any) -> Any:
     return params
 
 
+def guard_llama_class() -> Callable[[], Any]:
+    """Make the default model parameters `llama_cpp.Llama` starts from carry the AMX guard (its
+    constructor takes no such option); returns the library's own, to put back."""
+    import llama_cpp.llama_cpp as bindings
+
+    default: Callable[[], Any] = bindings.llama_model_default_params
+    library = SimpleNamespace(llama_model_default_params=default, llama_print_system_info=bindings.llama_print_system_info)
+    bindings.llama_model_default_params = lambda: model_params(library)
+    return default
+
+
 def open_llama(**kwargs: Any) -> Any:
-    """A `llama_cpp.Llama` loaded with the AMX guard (its constructor takes no such option: the default
-    parameters it starts from are ours while it loads). For checks and benchmarks that use `Llama`."""
+    """A `llama_cpp.Llama` loaded with the AMX guard. For checks and benchmarks that use `Llama`."""
     import llama_cpp
     import llama_cpp.llama_cpp as bindings
 
-    default = bindings.llama_model_default_params
-    bindings.llama_model_default_params = lambda: model_params(SimpleNamespace(
-        llama_model_default_params=default, llama_print_system_info=bindings.llama_print_system_info))
+    default = guard_llama_class()
     try:
         return llama_cpp.Llama(**kwargs)
     finally:

@@ -41,7 +41,7 @@ def server(tmp_path_factory):
     log = tmp_path_factory.mktemp("server") / "server.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(embedded_model_path()), "--host", "127.0.0.1",
+            [sys.executable, "-m", "tests.engine.guarded_server", "--model", str(embedded_model_path()), "--host", "127.0.0.1",
              "--port", str(port), "--n_ctx", "2048", "--n_threads", "1", "--chat_format", "chatml-function-calling",
              "--model_alias", "smol"],
             stdout=out, stderr=subprocess.STDOUT,
