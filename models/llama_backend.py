@@ -706,6 +706,7 @@ class LlamaCppModel:
             if self._is_stop(token):
                 break
             if drafting:
+                self._lookup_budget.observe(token)
                 room = min(request.max_tokens - produced, limit - self.llm.n_tokens - 1)
                 drafts, source = self._propose(token, room)
             else:
@@ -730,6 +731,7 @@ class LlamaCppModel:
                         break
                     produced += 1
                     index = position
+                    self._lookup_budget.observe(emitted)
                 raw = self.llm.piece(emitted)
                 if watcher is not None:
                     switched = watcher.feed(emitted, raw)
@@ -765,13 +767,14 @@ class LlamaCppModel:
             return [], ""
         drafting = self.drafting
         if drafting.lookup:
-            n = self._lookup_budget.length(room, self.llm.n_tokens)
-            if n:
+            budget = self._lookup_budget
+            n = budget.length(room, self.llm.n_tokens)
+            if n or not budget.shadowing:  # declined: what it would have drafted is checked all the same
                 stream = self.llm.input_ids[: self.llm.n_tokens]
-                drafts = self._lookup.propose(stream, token, n, self.stop_ids)
-                drafts = self._until_stop(drafts)
-                if drafts:
+                drafts = self._until_stop(self._lookup.propose(stream, token, n or room, self.stop_ids))
+                if n and drafts:
                     return drafts, "lookup"
+                budget.shadow(drafts)
         if drafting.mtp and self.llm.mtp is not None:
             n = self._mtp_budget.length(room, self.llm.n_tokens)
             if n:

@@ -62,6 +62,28 @@ def test_budget_stops_drafting_a_source_that_does_not_pay():
     assert good.length(4) == 4
 
 
+def test_a_declining_budget_learns_from_shadow_proposals_that_a_copy_has_started():
+    cost = VerifyCost()
+    for n in (1, 1, 2, 2, 5, 5, 9, 9):  # a batch of 1 + k costs 1 + 0.4k single decodes
+        cost.record(n, 0.1 * (1 + 0.4 * (n - 1)))
+    budget = DraftBudget(cost, prior=0.2)
+    assert budget.length(8) == 0  # two misses' worth of acceptance: decoding one by one pays more
+    budget.shadow([11, 12, 13, 14, 15, 16, 17, 18])
+    budget.shadow([99])  # one shadow at a time: the first is still being checked
+    for token in (11, 12, 13):
+        budget.observe(token)
+    assert budget.shadowing and budget.acceptance == pytest.approx(0.2)  # nothing settled mid-match
+    budget.observe(40)  # the model parts from the proposal after 3 of its 8 tokens
+    assert not budget.shadowing and budget.acceptance == pytest.approx(0.7 * 0.2 + 0.3 * 3 / 4)
+    for _ in range(3):  # the model now copies what the source proposes: drafting resumes
+        budget.shadow([1, 2, 3, 4])
+        for token in (1, 2, 3, 4):
+            budget.observe(token)
+    assert budget.length(8) >= 2
+    budget.observe(7)  # no shadow pending: nothing recorded
+    assert budget.shadows == 4
+
+
 def test_measured_verify_cost_turns_drafting_off_where_batches_cost_as_much_as_their_tokens():
     cost = VerifyCost()
     budget = DraftBudget(cost, prior=0.95)
