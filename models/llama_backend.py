@@ -703,10 +703,11 @@ class LlamaCppModel:
             else:
                 token, carry = carry, None
             produced += 1
+            if drafting:
+                self._lookup_budget.observe(token)  # a stop settles a shadow as a miss, as it should
             if self._is_stop(token):
                 break
             if drafting:
-                self._lookup_budget.observe(token)
                 room = min(request.max_tokens - produced, limit - self.llm.n_tokens - 1)
                 drafts, source = self._propose(token, room)
             else:
@@ -744,6 +745,7 @@ class LlamaCppModel:
             if drafts:
                 self._settle_drafts(source, first, len(drafts), accepted=max(0, index))
             drafting = self.drafting.lookup or self.drafting.mtp
+        self._lookup_budget.drop()  # what follows this turn is the next message, not the model's text
         tail = decoder.decode(b"", final=True)
         if tail:
             yield TextChunk(tail)
@@ -773,6 +775,7 @@ class LlamaCppModel:
                 stream = self.llm.input_ids[: self.llm.n_tokens]
                 drafts = self._until_stop(self._lookup.propose(stream, token, n or room, self.stop_ids))
                 if n and drafts:
+                    budget.drop()  # these positions are measured by the drafts themselves
                     return drafts, "lookup"
                 budget.shadow(drafts)
         if drafting.mtp and self.llm.mtp is not None:

@@ -82,6 +82,12 @@ def test_a_declining_budget_learns_from_shadow_proposals_that_a_copy_has_started
     assert budget.length(8) >= 2
     budget.observe(7)  # no shadow pending: nothing recorded
     assert budget.shadows == 4
+    before = budget.acceptance
+    budget.shadow([5, 6])
+    budget.drop()  # a turn ended: the next message is not the model's text
+    budget.observe(5)
+    budget.observe(6)
+    assert not budget.shadowing and budget.acceptance == before and budget.shadows == 4
 
 
 def test_measured_verify_cost_turns_drafting_off_where_batches_cost_as_much_as_their_tokens():
@@ -149,6 +155,7 @@ def test_greedy_output_is_identical_with_lookup_drafts_on_the_embedded_model(tmp
         assert model.stats.verify_batches > 0 and model.stats.rolled_back > 0  # both outcomes happened
         # tokens evaluated = tokens in the stream: rejected drafts do not count as evaluated
         assert model.stats.evaluated == len(stream)
+        assert not model._lookup_budget.shadowing  # nothing carried into the next turn
     finally:
         model.close()
 
