@@ -77,12 +77,19 @@ def model_params(llama_cpp: Any) -> Any:
 
 def guard_llama_class() -> Callable[[], Any]:
     """Make the default model parameters `llama_cpp.Llama` starts from carry the AMX guard (its
-    constructor takes no such option); returns the library's own, to put back."""
+    constructor takes no such option); returns the library's own, to put back (also when the guard was
+    in place already)."""
     import llama_cpp.llama_cpp as bindings
 
-    default: Callable[[], Any] = bindings.llama_model_default_params
+    current = bindings.llama_model_default_params
+    default: Callable[[], Any] = getattr(current, "library_default", current)
     library = SimpleNamespace(llama_model_default_params=default, llama_print_system_info=bindings.llama_print_system_info)
-    bindings.llama_model_default_params = lambda: model_params(library)
+
+    def guarded() -> Any:
+        return model_params(library)
+
+    guarded.library_default = default  # type: ignore[attr-defined]
+    bindings.llama_model_default_params = guarded
     return default
 
 
@@ -91,11 +98,12 @@ def open_llama(**kwargs: Any) -> Any:
     import llama_cpp
     import llama_cpp.llama_cpp as bindings
 
-    default = guard_llama_class()
+    previous = bindings.llama_model_default_params  # put back as found (a process may keep the guard on)
+    guard_llama_class()
     try:
         return llama_cpp.Llama(**kwargs)
     finally:
-        bindings.llama_model_default_params = default
+        bindings.llama_model_default_params = previous
 
 
 def _init_backend() -> Any:

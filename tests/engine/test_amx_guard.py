@@ -9,7 +9,7 @@ import llama_cpp.llama_cpp as bindings
 import pytest
 
 from models.embedded import embedded_model_path
-from models.llama_runtime import KEEP_AMX_ENV, LlamaRuntime, model_params, open_llama
+from models.llama_runtime import KEEP_AMX_ENV, LlamaRuntime, guard_llama_class, model_params, open_llama
 
 AMX_INFO = b"CPU : AVX2 = 1 | AVX512 = 1 | AMX_INT8 = 1 | OPENMP = 1 | REPACK = 1 | "
 PLAIN_INFO = b"CPU : AVX2 = 1 | AVX512 = 1 | OPENMP = 1 | REPACK = 1 | "
@@ -39,7 +39,7 @@ def test_ribbits_runtime_and_a_bare_llama_load_with_the_guard(monkeypatch: pytes
         runtime.eval(runtime.tokenize(b"def add(a, b):", add_bos=True))  # the first prompt runs
         assert runtime.n_tokens > 0
     finally:
-        del runtime
+        runtime.close()
     bare = open_llama(model_path=str(embedded_model_path()), n_ctx=256, n_threads=1, verbose=False)
     try:
         assert bare.model_params.use_extra_bufts is False
@@ -49,3 +49,19 @@ def test_ribbits_runtime_and_a_bare_llama_load_with_the_guard(monkeypatch: pytes
         bare.close()
     assert bindings.llama_model_default_params is default  # the library's own default is back
     assert default().use_extra_bufts is True
+
+
+def test_a_process_that_keeps_the_guard_on_keeps_it_after_open_llama(monkeypatch: pytest.MonkeyPatch) -> None:
+    build_reports(monkeypatch, AMX_INFO)
+    monkeypatch.delenv(KEEP_AMX_ENV, raising=False)
+    default = bindings.llama_model_default_params
+    try:
+        assert guard_llama_class() is default
+        kept = bindings.llama_model_default_params
+        assert guard_llama_class() is default  # guarding twice still knows the library's own
+        bindings.llama_model_default_params = kept
+        open_llama(model_path=str(embedded_model_path()), n_ctx=256, n_threads=1, verbose=False).close()
+        assert bindings.llama_model_default_params is kept  # the server's guard is still on
+        assert bindings.llama_model_default_params().use_extra_bufts is False
+    finally:
+        bindings.llama_model_default_params = default

@@ -44,7 +44,7 @@ def server(tmp_path_factory):
             [sys.executable, "-m", "tests.engine.guarded_server", "--model", str(embedded_model_path()), "--host", "127.0.0.1",
              "--port", str(port), "--n_ctx", "2048", "--n_threads", "1", "--chat_format", "chatml-function-calling",
              "--model_alias", "smol"],
-            stdout=out, stderr=subprocess.STDOUT,
+            stdout=out, stderr=subprocess.STDOUT, cwd=Path(__file__).resolve().parents[2],
         )
     url = f"http://127.0.0.1:{port}/v1"
     try:
