@@ -430,7 +430,7 @@ class FixedDraft:
     def __init__(self, n: int) -> None:
         self.n = n
 
-    def length(self, n_max: int) -> int:
+    def length(self, n_max: int, depth: int = 0) -> int:
         return min(self.n, n_max)
 
     def record(self, drafted: int, accepted: int) -> None:

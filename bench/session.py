@@ -117,10 +117,17 @@ def teacher_forced(runtime, tokens: list[int], drafter: LookupDrafter | None, bu
         token = tokens[i]
         room = min(MAX_DRAFT, len(tokens) - i - 1)
         drafts: list[int] = []
+        if drafter is not None:
+            budget.observe(token)  # the engine's shadow proposals (models.llama_backend._propose)
         if drafter is not None and room > 0:
             n = budget.length(room, runtime.n_tokens)
-            if n:
-                drafts = drafter.propose(runtime.input_ids[: runtime.n_tokens], token, n)
+            if n or not budget.shadowing:
+                proposal = drafter.propose(runtime.input_ids[: runtime.n_tokens], token, n or room)
+                if n and proposal:
+                    budget.drop()
+                    drafts = proposal
+                else:
+                    budget.shadow(proposal)
         first = runtime.n_tokens
         timed = time.perf_counter()
         if drafts:
@@ -137,6 +144,8 @@ def teacher_forced(runtime, tokens: list[int], drafter: LookupDrafter | None, bu
                 runtime.truncate(first + 1 + ok)
                 rollback_s += time.perf_counter() - rolled
             budget.record(len(drafts), ok)
+            for kept in drafts[:ok]:
+                budget.observe(kept)
             drafted += len(drafts)
             accepted += ok
         else:
@@ -148,6 +157,7 @@ def teacher_forced(runtime, tokens: list[int], drafter: LookupDrafter | None, bu
         if first_token_s is None:
             first_token_s = time.perf_counter() - started
         i += 1 + ok
+    budget.drop()  # the next span follows a tool result, not this text
     return {"s": time.perf_counter() - started, "batches": batches, "drafted": drafted, "accepted": accepted,
             "first_token_s": first_token_s or 0.0, "single_s": single_s, "verify_s": verify_s, "rollback_s": rollback_s}
 
@@ -174,6 +184,9 @@ def bare_rates(path: Path, plan, prompt_tokens: int = 256, decode_tokens: int = 
     return prefill, decode
 
 
+RECORDED_PYTHON = "/work/wt/speed/.venv/bin/python"
+
+
 def tools_wall(header: dict, steps: int) -> float:
     """Wall time of the same turns through `ribbit run` with real tools and an instant (replay) model."""
     from bench.record_session import ROOT as REPO
@@ -186,7 +199,9 @@ def tools_wall(header: dict, steps: int) -> float:
         for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["-c", "user.name=r", "-c", "user.email=r@r", "commit", "-qm", "b"]):
             subprocess.run(["git", "-C", str(repo), *args], check=True)
         replay = Path(tmp) / "turns.jsonl"
-        replay.write_text("".join(json.dumps({"text": t}) + "\n" for t in header["assistant_raw"][:steps]))
+        # The recorded Bash calls name the recording checkout's interpreter: this one runs them here.
+        turns = [t.replace(RECORDED_PYTHON, sys.executable) for t in header["assistant_raw"][:steps]]
+        replay.write_text("".join(json.dumps({"text": t}) + "\n" for t in turns))
         started = time.perf_counter()
         subprocess.run([sys.executable, "-m", "app.cli", "run", header["task"], "--repo", str(repo), "--model",
                         f"replay:{replay}", "--mode", "full-auto", "--no-sandbox"], cwd=REPO,
