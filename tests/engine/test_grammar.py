@@ -23,7 +23,9 @@ SPECS = [t.spec() for t in TOOLS.values()]
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
-    loaded = make_model(tmp_path_factory.mktemp("states"), persist_states=False, temperature=0.8)
+    # No drafting: its batches follow verify costs timed on the machine, and batched logits round
+    # differently, so sampled text (and whether a call closes within max_tokens) would vary with load.
+    loaded = make_model(tmp_path_factory.mktemp("states"), persist_states=False, temperature=0.8, draft="none")
     yield loaded
     loaded.close()
 
@@ -146,7 +148,7 @@ def test_under_the_grammar_the_models_calls_parse(model):
     model.response_prefix = '{"tool": "'
     try:
         before = model.stats.grammar_triggers
-        turns = sample_calls(model, range(2))
+        turns = sample_calls(model, range(3), max_tokens=96)
     finally:
         model.response_prefix = ""
     assert model.stats.grammar_triggers - before == len(turns)
