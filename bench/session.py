@@ -120,14 +120,8 @@ def teacher_forced(runtime, tokens: list[int], drafter: LookupDrafter | None, bu
         if drafter is not None:
             budget.observe(token)  # the engine's shadow proposals (models.llama_backend._propose)
         if drafter is not None and room > 0:
-            n = budget.length(room, runtime.n_tokens)
-            if n or not budget.shadowing:
-                proposal = drafter.propose(runtime.input_ids[: runtime.n_tokens], token, n or room)
-                if n and proposal:
-                    budget.drop()
-                    drafts = proposal
-                else:
-                    budget.shadow(proposal)
+            stream = runtime.input_ids[: runtime.n_tokens]
+            drafts = budget.draft_or_shadow(room, runtime.n_tokens, lambda n: drafter.propose(stream, token, n))
         first = runtime.n_tokens
         timed = time.perf_counter()
         if drafts:

@@ -18,7 +18,7 @@ output is the target's greedy output). `DraftBudget` keeps drafting only where i
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Literal
 
 import numpy as np
@@ -213,6 +213,19 @@ class DraftBudget:
     @property
     def shadowing(self) -> bool:
         return bool(self.shadowed)
+
+    def draft_or_shadow(self, room: int, depth: int, propose: Callable[[int], list[int]]) -> list[int]:
+        """The drafts to verify now ([]: decode one token), from `propose(n)`, a source's proposal of at
+        most n tokens. A proposal declined is followed as a shadow (one at a time)."""
+        n = self.length(room, depth)
+        if not n and self.shadowing:
+            return []
+        drafts = propose(n or room)
+        if n and drafts:
+            self.drop()  # these positions are measured by the drafts themselves
+            return drafts
+        self.shadow(drafts)
+        return []
 
     def shadow(self, drafts: list[int]) -> None:
         """Follow `drafts`, proposed and not drafted, with observe() from the next sampled token on."""

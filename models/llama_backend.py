@@ -769,15 +769,11 @@ class LlamaCppModel:
             return [], ""
         drafting = self.drafting
         if drafting.lookup:
-            budget = self._lookup_budget
-            n = budget.length(room, self.llm.n_tokens)
-            if n or not budget.shadowing:  # declined: what it would have drafted is checked all the same
-                stream = self.llm.input_ids[: self.llm.n_tokens]
-                drafts = self._until_stop(self._lookup.propose(stream, token, n or room, self.stop_ids))
-                if n and drafts:
-                    budget.drop()  # these positions are measured by the drafts themselves
-                    return drafts, "lookup"
-                budget.shadow(drafts)
+            stream = self.llm.input_ids[: self.llm.n_tokens]
+            drafts = self._lookup_budget.draft_or_shadow(
+                room, self.llm.n_tokens, lambda n: self._until_stop(self._lookup.propose(stream, token, n, self.stop_ids)))
+            if drafts:
+                return drafts, "lookup"
         if drafting.mtp and self.llm.mtp is not None:
             n = self._mtp_budget.length(room, self.llm.n_tokens)
             if n:

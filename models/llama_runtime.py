@@ -14,7 +14,6 @@ import ctypes
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -67,12 +66,15 @@ def extra_buffers_off(llama_cpp: Any) -> bool:
     return amx_in_build(llama_cpp) and os.environ.get(KEEP_AMX_ENV, "") != "1"
 
 
-def model_params(llama_cpp: Any) -> Any:
-    """llama.cpp's default model parameters, with the AMX guard above."""
-    params = llama_cpp.llama_model_default_params()
+def _guarded(params: Any, llama_cpp: Any) -> Any:
     if extra_buffers_off(llama_cpp):
         params.use_extra_bufts = False
     return params
+
+
+def model_params(llama_cpp: Any) -> Any:
+    """llama.cpp's default model parameters, with the AMX guard above."""
+    return _guarded(llama_cpp.llama_model_default_params(), llama_cpp)
 
 
 def guard_llama_class() -> Callable[[], Any]:
@@ -83,10 +85,9 @@ def guard_llama_class() -> Callable[[], Any]:
 
     current = bindings.llama_model_default_params
     default: Callable[[], Any] = getattr(current, "library_default", current)
-    library = SimpleNamespace(llama_model_default_params=default, llama_print_system_info=bindings.llama_print_system_info)
 
     def guarded() -> Any:
-        return model_params(library)
+        return _guarded(default(), bindings)
 
     guarded.library_default = default  # type: ignore[attr-defined]
     bindings.llama_model_default_params = guarded
