@@ -30,6 +30,7 @@ DRAFT_MODES: tuple[DraftMode, ...] = ("none", "lookup", "mtp", "auto")
 MAX_DRAFT = 8
 MIN_MATCH = 2  # tokens of context that must match before a lookup draft is proposed
 LONG_MATCH = 8  # a match this long is as good as any longer one
+SHORT_MATCH_DRAFT = {2: 1, 3: 3}  # tokens drafted after a match of so few tokens (LookupDrafter.draft_length)
 
 
 class DraftStats(BaseModel):
@@ -87,8 +88,12 @@ class LookupDrafter:
         return drafts
 
     def draft_length(self, match: int) -> int:
-        """Longer matches earn longer drafts: a 2-token match is often a coincidence."""
-        return MAX_DRAFT if match >= 4 else 2 * match
+        """Longer matches earn longer drafts. A 2-token match is often a coincidence (`format_` went on
+        as `line` where the text had `numbered`): one token; a 3-token match, three; 4 or more, the most.
+        Against drafting 4 / 6 after 2- / 3-token matches, replayed without a model over 17 greedy copy
+        turns of the embedded model (verify costs measured on it) the median expected speed-up went from
+        1.77x to 1.82x, and over bench.session's recorded task (real-size costs) from 1.31x to 1.37x."""
+        return SHORT_MATCH_DRAFT.get(match, MAX_DRAFT)
 
 
 # Verify costs are kept per band of context depth: attention over more tokens makes both a single

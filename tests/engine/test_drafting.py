@@ -37,10 +37,15 @@ COPY_TASK = [SYSTEM, ChatMessage(role="user", content=f"Here is merge.py:\n```py
 def test_lookup_proposes_what_followed_the_longest_match():
     drafter = LookupDrafter()
     stream = np.array([5, 1, 2, 3, 4, 9, 9, 7, 1, 2, 3, 8, 6, 6, 1, 2], dtype=np.intc)
-    # tail [.., 1, 2] + sampled 3: "1 2 3" occurred twice; the most recent longest match wins
-    assert drafter.propose(stream, 3, 4) == [8, 6, 6, 1]
+    # tail [.., 1, 2] + sampled 3: "1 2 3" occurred twice; the most recent longest match wins (3 tokens
+    # matched: 3 drafted)
+    assert drafter.propose(stream, 3, 4) == [8, 6, 6]
     assert drafter.propose(stream, 42, 4) == []  # never seen
     assert drafter.propose(stream, 3, 4, stop={6}) == [8]  # never past a stop token
+    # tail [.., 2] + sampled 9: "2 9" matches only 2 tokens, often a coincidence: one token drafted
+    assert drafter.propose(np.array([1, 2, 9, 9, 7, 2], dtype=np.intc), 9, 4) == [9]
+    # a 4-token match drafts as many as asked
+    assert drafter.propose(np.array([1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1, 2, 3], dtype=np.intc), 4, 8) == [5, 6, 7, 8, 9, 0, 1, 2]
     assert drafter.propose(stream, 3, 0) == []
     # a repetition: the match runs into the tail, and the draft keeps the period going
     assert drafter.propose(np.array([4, 7, 4, 7, 4], dtype=np.intc), 7, 5) == [4, 7, 4, 7, 4]
