@@ -181,14 +181,24 @@ def bare_rates(path: Path, plan, prompt_tokens: int = 256, decode_tokens: int = 
 RECORDED_PYTHON = "/work/wt/speed/.venv/bin/python"
 
 
-def tools_wall(header: dict, steps: int) -> float:
-    """Wall time of the same turns through `ribbit run` with real tools and an instant (replay) model."""
+def recorded_tree(session: Path, repo: Path) -> str:
+    """The commit whose files the session was recorded on (the one that added its fixture), so that its
+    recorded Reads and Edits meet the files they met then; HEAD where history does not have it."""
+    found = subprocess.run(["git", "-C", str(repo), "log", "-1", "--format=%H", "--", str(session.resolve())],
+                           capture_output=True, text=True, check=False).stdout.strip()
+    return found or "HEAD"
+
+
+def tools_wall(header: dict, steps: int, session: Path) -> float:
+    """Wall time of the same turns through `ribbit run` with real tools and an instant (replay) model,
+    on the files the session was recorded on."""
     from bench.record_session import ROOT as REPO
 
     with tempfile.TemporaryDirectory(prefix="ribbit-session-tools-") as tmp:
         repo = Path(tmp) / "ribbit"
         repo.mkdir()
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", "HEAD"], check=True, capture_output=True).stdout
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", recorded_tree(session, REPO)],
+                                 check=True, capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(repo)], input=archive, check=True)
         for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["-c", "user.name=r", "-c", "user.email=r@r", "commit", "-qm", "b"]):
             subprocess.run(["git", "-C", str(repo), *args], check=True)
@@ -284,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     model_wall = time.perf_counter() - wall0
     cpu1 = os.times()
     cpu = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
-    tools_s = tools_wall(header, len(steps))
+    tools_s = tools_wall(header, len(steps), args.session)
     bare_prefill, bare_decode = bare_rates(path, plan)
     print(f"\nwall time {model_wall + tools_s:.0f} s = prompt processing {prefill_s:.0f} s + decoding {decode_s:.0f} s "
           f"+ tools and harness {tools_s:.1f} s (+ {model_wall - prefill_s - decode_s:.1f} s bookkeeping)")
