@@ -36,6 +36,9 @@ def turns(repo: Path) -> list[str]:
     start = old.index("    def draft_length(self, match: int) -> int:")
     draft_length = old[start : old.index("\n\n", start)]
     new_length = draft_length.replace("return MAX_DRAFT if match >= 4 else 2 * match", "return MAX_DRAFT if match >= 4 else max(2, 2 * match)")
+    if new_length == draft_length:  # the scripted fix names the body draft_length had when this was recorded
+        raise SystemExit("record_session: models/drafting.py's draft_length has changed since the session was scripted; "
+                         "update the scripted Edit in bench/record_session.py before recording again")
     glob_old = lines(repo, "agent/core/tools/glob.py", 1, 400)
     doc_end = glob_old.index('"""', 3) + 3
     glob_doc = glob_old[:doc_end]
