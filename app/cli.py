@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import threading
 import warnings
@@ -171,5 +172,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
+def entry() -> int:
+    """The `ribbit` command: main(), then Ctrl+C ignored while Python exits. CPython puts the default
+    SIGINT handler back when it finalises, so a second Ctrl+C landing just after the summary killed the
+    process by the signal (exit -2, not the contract's 130); an ignored signal stays ignored."""
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        code = 130
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return code
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

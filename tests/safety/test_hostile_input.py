@@ -8,6 +8,7 @@ every transcript line valid JSON, the model told what was wrong, and the files a
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -139,6 +140,16 @@ def check_deep_session(run: CliRun, repo: Path, git_repo: bool) -> None:
     leaf = repo.joinpath(*["a"] * 2000)
     assert (leaf / "f.txt").read_text() == "z\n" and (leaf / "g.txt").read_text() == "y\n"
     assert not (repo / "b").exists()
+
+
+def test_a_ctrl_c_after_the_run_has_ended_keeps_its_exit_status() -> None:
+    # A second Ctrl+C that lands while Python exits (after the summary and the patch) must not turn the
+    # exit status into death by SIGINT (-2): the `ribbit` command is app.cli.entry.
+    script = ("import os, signal, sys\nfrom app import cli\ncli.main = lambda argv=None: 130\n"
+              "code = cli.entry()\nos.kill(os.getpid(), signal.SIGINT)\nsys.exit(code)\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[2], capture_output=True, timeout=60)
+    assert done.returncode == 130, done.stderr
+    assert b"Traceback" not in done.stderr
 
 
 @pytest.mark.parametrize("signals", [1, 2])
