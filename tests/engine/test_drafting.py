@@ -51,6 +51,38 @@ def test_lookup_proposes_what_followed_the_longest_match():
     assert drafter.propose(np.array([4, 7, 4, 7, 4], dtype=np.intc), 7, 5) == [4, 7, 4, 7, 4]
 
 
+def reference_match(stream: list[int], last: int, long_match: int) -> tuple[int, int]:
+    """(length, end) of the most recent longest match of stream + [last], by brute force."""
+    tail = stream + [last]
+    best, end = 0, -1
+    for p in range(len(stream) - 1):
+        length = 0
+        while length < long_match and p - length >= 0 and stream[p - length] == tail[-1 - length]:
+            length += 1
+        if length >= best and length > 0:
+            best, end = length, p
+    return best, end
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 4096])
+def test_lookup_scans_newest_first_yet_picks_the_same_match_as_a_full_scan(chunk: int):
+    # Small alphabets make many ties and many full-length matches: the chunked scan must stop at the
+    # most recent full match and otherwise keep the most recent of the longest, as a full scan does.
+    rng = np.random.default_rng(chunk)
+    drafter = LookupDrafter(chunk=chunk)
+    for _ in range(400):
+        stream = rng.integers(0, int(rng.integers(1, 4)), int(rng.integers(2, 60))).tolist()
+        last = int(rng.integers(0, 3))
+        best, end = reference_match(stream, last, drafter.long_match)
+        expected: list[int] = []
+        if best >= drafter.min_match:
+            copied = stream + [last]  # a match near the tail copies what is being drafted
+            for source in range(end + 1, end + 1 + drafter.draft_length(best)):
+                expected.append(copied[source])
+                copied.append(copied[source])
+        assert drafter.propose(np.array(stream, dtype=np.intc), last, 8) == expected
+
+
 def test_budget_stops_drafting_a_source_that_does_not_pay():
     cheap = VerifyCost(prior=(1.0, 1.1, 1.2, 1.3, 1.4))
     budget = DraftBudget(cheap, prior=0.9)
