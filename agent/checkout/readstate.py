@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
+from agent.core.saved_sessions import SavedRead
 from agent.core.tools.base import ToolError
 from agent.core.tools.files import FileStamp, file_sha256
+from agent.core.tools.paths import resolve_in_root
 
 
 def stamp_bytes(data: bytes, path: Path) -> FileStamp:
@@ -35,6 +37,29 @@ class ReadState:
         with self._lock:
             self._stamps[path] = stamp
             self._stale.discard(path)
+
+    def saved(self, root: Path) -> dict[str, SavedRead]:
+        """What a saved session keeps: the files under `root` read and not changed by others since."""
+        with self._lock:
+            stamps = {path: stamp for path, stamp in self._stamps.items() if path not in self._stale}
+        kept: dict[str, SavedRead] = {}
+        for path, stamp in stamps.items():
+            if path.is_relative_to(root):
+                kept[path.relative_to(root).as_posix()] = SavedRead(sha256=stamp.sha256, mtime_ns=stamp.mtime_ns, size=stamp.size)
+        return kept
+
+    def adopt(self, root: Path, saved: dict[str, SavedRead]) -> None:
+        """A resumed session's reads. Nothing is trusted: a path must stay inside `root` (a session file
+        is input like any other), and check_writable compares each file on disk with its stamp, so a
+        file changed since it was read must be read again."""
+        for name, read in saved.items():
+            if PurePosixPath(name).is_absolute():
+                continue
+            try:
+                path = resolve_in_root(root, name)  # the key Write and Edit look up; refuses what escapes
+            except ToolError:
+                continue
+            self.record_stamp(path, FileStamp(read.sha256, read.mtime_ns, read.size))
 
     def forget(self, path: Path) -> None:
         with self._lock:

@@ -350,8 +350,10 @@ def open_workspace(
             recorder.before_task(prompt)
 
         session.before_task = before_task
+        recorder.reads = lambda: read_state.saved(root)
         if resume is not None:
             saved.restore(resume)
+            read_state.adopt(root, resume.reads)  # an Edit of a file read before, unchanged since, needs no new Read
         recorder.attach(session.messages)
     for notice in notices:
         # Only what the user must know about goes to the live stream; the rest is in `notices`.

@@ -25,6 +25,7 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -61,6 +62,15 @@ class TaskStart(BaseModel):
     at: float = 0.0
 
 
+class SavedRead(BaseModel):
+    """A file the agent had read, as it was then (agent.checkout.readstate): a resumed session may
+    change it without reading it again only while it is still exactly that."""
+
+    sha256: str
+    mtime_ns: int
+    size: int
+
+
 class SavedSession(BaseModel):
     version: Literal[1] = 1
     session_id: str
@@ -73,6 +83,7 @@ class SavedSession(BaseModel):
     tasks: list[TaskStart] = []
     state: str | None = None  # the saved model state of the conversation's latest point
     steps: int = 0
+    reads: dict[str, SavedRead] = {}  # files read (paths relative to root), for Write/Edit after a resume
 
     @property
     def messages(self) -> list[ChatMessage]:
@@ -173,6 +184,7 @@ class SessionRecorder:
         self.budget = budget
         self.messages: list[ChatMessage] | None = None  # the live session's list (AgentSession.messages)
         self.journal_index = lambda: 0
+        self.reads: Callable[[], dict[str, SavedRead]] = dict  # the live session's read record (Workspace)
         self._lock = threading.RLock()
         self._latest_fresh = False  # latest.state holds the model's current point
 
@@ -273,6 +285,7 @@ class SessionRecorder:
     def write(self) -> None:
         """session.json, atomically; a full disk costs the saved session, never the live one."""
         self.record.updated = time.time()
+        self.record.reads = self.reads()
         try:
             self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
             temp = self.folder / f"{SESSION_FILE}.{os.getpid()}.tmp"

@@ -119,3 +119,43 @@ def test_a_session_is_saved_as_it_goes(capsys, tmp_path, repo, replay_file):
     assert [m.role for m in saved.messages] == ["system", "user", "assistant", "tool", "assistant", "tool"]
     assert saved.state == "latest.state" and (SessionStore(repo).folder / saved.session_id / saved.state).is_file()
     assert Path(saved.root) == repo.resolve()
+
+
+def test_a_resumed_session_edits_what_it_read_before_unless_the_file_changed_since(capsys, tmp_path, repo, replay_file):
+    # Like Claude Code's read-before-edit rule, across a resume: the conversation still holds the file as
+    # it was read, so an Edit needs no new Read while the file on disk is exactly that.
+    first = ribbit_run(capsys, tmp_path, repo, replay_file(*FIRST), "--mode", "auto-edit")
+    assert first.code == 0, first.stderr
+    edit = xml_call("Edit", file_path="calc.py", old_string="a + b", new_string="b + a")
+    second = ribbit_run(capsys, tmp_path, repo, replay_file(edit, "Done.", name="edit.jsonl"),
+                        "--mode", "auto-edit", "--continue", task="swap them")
+    assert second.code == 0, second.stderr
+    assert (repo / "calc.py").read_text() == "def add(a, b):\n    return b + a\n", second.tool_results()
+    # Someone changes the file between sessions: the saved read no longer holds.
+    (repo / "calc.py").write_text("def add(a, b):\n    return b + a  # mine\n")
+    third = ribbit_run(capsys, tmp_path, repo, replay_file(
+        xml_call("Edit", file_path="calc.py", old_string="b + a", new_string="a + b"), "Done.", name="again.jsonl"),
+        "--mode", "auto-edit", "--continue", task="swap back")
+    assert third.code == 0, third.stderr
+    assert "modified since read" in third.tool_results()[0]
+    assert (repo / "calc.py").read_text() == "def add(a, b):\n    return b + a  # mine\n"
+
+
+def test_reads_in_a_tampered_session_file_grant_nothing_outside_the_repository(capsys, tmp_path, repo, replay_file):
+    first = ribbit_run(capsys, tmp_path, repo, replay_file(*FIRST), "--mode", "auto-edit")
+    path = SessionStore(repo).folder / session_id(first.stderr) / SESSION_FILE
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep\n")
+    saved = json.loads(path.read_text())
+    stamp = dict(saved["reads"]["calc.py"])
+    for name, target in [(str(outside), outside), ("../outside.txt", outside)]:
+        info = target.stat()
+        saved["reads"][name] = {**stamp, "mtime_ns": info.st_mtime_ns, "size": info.st_size}
+    path.write_text(json.dumps(saved))
+    calls = [xml_call("Edit", file_path=name, old_string="keep", new_string="lost")
+             for name in (str(outside), "../outside.txt")]
+    result = ribbit_run(capsys, tmp_path, repo, replay_file(*calls, "Done.", name="tamper.jsonl"),
+                        "--mode", "auto-edit", "--continue", task="edit")
+    assert result.code == 0, result.stderr
+    assert all("outside the repository" in output for output in result.tool_results()), result.tool_results()
+    assert outside.read_text() == "keep\n"

@@ -33,6 +33,30 @@ def test_a_file_modified_since_read_is_refused(tmp_path: Path) -> None:
     assert target.read_text() == "changed by the user\n"
 
 
+def test_saved_reads_come_back_only_inside_the_root_and_only_as_they_were(tmp_path: Path) -> None:
+    # What a saved session keeps of the read record (ReadState.saved) and what a resume takes back
+    # (ReadState.adopt): paths that leave the root, or a .git, are dropped; the rest still has to match.
+    root = (tmp_path / "repo").resolve()
+    root.mkdir()
+    for name in ("a.txt", "b.txt"):
+        (root / name).write_text("old\n")
+    ctx = make_ctx(root)
+    call(ctx, "Read", file_path="a.txt")
+    call(ctx, "Read", file_path="b.txt")
+    saved = ctx.read_state.saved(root)
+    assert sorted(saved) == ["a.txt", "b.txt"]
+    (root / "b.txt").write_text("changed between sessions\n")
+    forged = {"../outside.txt": saved["a.txt"], str(tmp_path / "x"): saved["a.txt"], ".git/config": saved["a.txt"]}
+    resumed = make_ctx(root)
+    resumed.read_state.adopt(root, {**saved, **forged})
+    assert sorted(resumed.read_state.saved(root)) == ["a.txt", "b.txt"]
+    assert call(resumed, "Edit", file_path="a.txt", old_string="old", new_string="new").startswith("Edited")
+    assert (root / "a.txt").read_text() == "new\n"
+    out = call(resumed, "Edit", file_path="b.txt", old_string="changed", new_string="lost")
+    assert out.startswith("Error:") and "modified since read" in out
+    assert (root / "b.txt").read_text() == "changed between sessions\n"
+
+
 def test_write_after_read_replaces_and_keeps_the_file_mode(tmp_path: Path) -> None:
     target = tmp_path / "run.sh"
     target.write_text("echo old\n")
