@@ -6,7 +6,7 @@ and the MTP layer, ~9.3 GB in shards) straight to disk without holding it in RAM
 anonymous part, i.e. memory that is not page cache) and the output size. Prints figures; asserts
 nothing. The Q4_K_M file is kept for the engine's speed measurements at real size.
 
-    python -m bench.quantize [--out /tmp/ribbit-bench-quantize] [--type Q4_K_M] [--keep-checkpoint]
+    python -m bench.quantize [--out /tmp/ribbit-bench-quantize] [--type Q4_K_M] [--keep-checkpoint] [--vocab V.gguf]
 """
 
 from __future__ import annotations
@@ -33,6 +33,17 @@ N_HEAD, N_KV, HEAD = 16, 4, 256
 LIN_K, LIN_V, LIN_DIM, CONV = 16, 32, 128, 4
 VIS_DEPTH, VIS_H, VIS_FFN, VIS_OUT = 24, 1024, 4096, 2560
 SHARD_BYTES = 2 * 1024**3
+# What FrogNano ships besides its weights: Qwen3.5-4B's chat template (tools, Qwen3-Coder XML calls,
+# `enable_thinking`; the copy the tests use, from llama.cpp's models/templates) and Qwen3.5's markers as
+# single, non-special added tokens, so that ribbit detects FrogNano's dialect on this checkpoint and a
+# recorded session costs the tokens it would.
+QWEN35_TEMPLATE = Path(__file__).resolve().parents[1] / "tests" / "data" / "Qwen3.5-4B.jinja"
+MARKERS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
+# Qwen's trained byte-level BPE (151,643 tokens) with Qwen3.5's pre-tokenizer: llama.cpp's tokenizer test
+# vocabulary for qwen35, in the llama-cpp-python source archive. FrogNano's own has 248,320 entries; this
+# one spends about as many tokens on code and English, where the synthetic byte pairs spend twice as many
+# (bench.session's recording: 9,478 tokens vs 19,426).
+QWEN_BPE = Path("/work/src/llama_cpp_python-0.3.36/vendor/llama.cpp/models/ggml-vocab-qwen35.gguf")
 _POOL = None
 
 
@@ -126,11 +137,11 @@ def _write_shard(path: Path, tensors: list[tuple[str, tuple[int, ...]]], seed: i
                 pos += take + 104_729
 
 
-def _tokenizer_files(out: Path) -> None:
-    # a byte-level BPE vocabulary of the real size, made of byte pairs and triples
+def _synthetic_bpe() -> tuple[dict[str, int], list[list[str]]]:
+    """A byte-level BPE vocabulary of the real size, made of byte pairs and triples (a text costs about
+    twice the tokens a trained vocabulary spends on it)."""
     alphabet = [chr(c) for c in range(0x21, 0x7F)] + [chr(c) for c in range(0xA1, 0xAD)] + [chr(c) for c in range(0xAE, 0x100)]
     alphabet += [chr(0x100 + i) for i in range(256 - len(alphabet))]
-    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     vocab: dict[str, int] = {c: i for i, c in enumerate(alphabet)}
     merges: list[list[str]] = []
     target = VOCAB - 300
@@ -146,25 +157,47 @@ def _tokenizer_files(out: Path) -> None:
                 break
             vocab[ab + c] = len(vocab)
             merges.append([ab, c])
-    added = [{"id": len(vocab) + i, "content": s, "special": True, "normalized": False,
-              "single_word": False, "lstrip": False, "rstrip": False} for i, s in enumerate(specials)]
+    return vocab, merges
+
+
+def _trained_bpe(path: Path) -> tuple[dict[str, int], list[list[str]]]:
+    """The normal tokens and merges of a GGUF vocabulary (its control and added tokens are left out)."""
+    from gguf import GGUFReader
+
+    fields = GGUFReader(path).fields
+    tokens, types, merges = (fields[f"tokenizer.ggml.{k}"] for k in ("tokens", "token_type", "merges"))
+    vocab: dict[str, int] = {}
+    for at, kind in zip(tokens.data, types.data):
+        if int(types.parts[kind][0]) == 1:  # NORMAL
+            vocab[bytes(tokens.parts[at]).decode("utf-8")] = len(vocab)
+    pairs = [bytes(merges.parts[at]).decode("utf-8").split(" ", 1) for at in merges.data]
+    return vocab, pairs
+
+
+def _tokenizer_files(out: Path, vocab_file: Path | None) -> int:
+    """tokenizer.json and tokenizer_config.json; returns the end-of-turn token's id."""
+    vocab, merges = _trained_bpe(vocab_file) if vocab_file else _synthetic_bpe()
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    added = [{"id": len(vocab) + i, "content": s, "special": i < len(specials), "normalized": False,
+              "single_word": False, "lstrip": False, "rstrip": False} for i, s in enumerate(specials + MARKERS)]
     tok = {
         "version": "1.0", "added_tokens": added, "normalizer": None,
         "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
             {"type": "Split", "pattern": {"Regex": QWEN35_REGEX}, "behavior": "Isolated", "invert": False},
             {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]},
-        "post_processor": None, "decoder": {"type": "ByteLevel"},
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
         "model": {"type": "BPE", "vocab": vocab, "merges": merges},
     }
     (out / "tokenizer.json").write_text(json.dumps(tok))
     (out / "tokenizer_config.json").write_text(json.dumps({
         "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "add_bos_token": False,
-        "chat_template": "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-                         "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}",
+        "chat_template": QWEN35_TEMPLATE.read_text(encoding="utf-8"),
     }))
+    return len(vocab) + specials.index("<|im_end|>")
 
 
-def write_checkpoint(out: Path) -> tuple[int, int]:
+def write_checkpoint(out: Path, vocab_file: Path | None = None) -> tuple[int, int]:
     out.mkdir(parents=True, exist_ok=True)
     tensors = list(frognano_tensors())
     shards: list[list[tuple[str, tuple[int, ...]]]] = [[]]
@@ -182,6 +215,7 @@ def write_checkpoint(out: Path) -> tuple[int, int]:
         _write_shard(out / fname, group, i)
         weight_map.update({name: fname for name, _ in group})
     (out / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    eos = _tokenizer_files(out, vocab_file)
     text = {
         "model_type": "qwen3_5_text", "hidden_size": H, "intermediate_size": FFN, "num_hidden_layers": LAYERS,
         "num_attention_heads": N_HEAD, "num_key_value_heads": N_KV, "head_dim": HEAD, "vocab_size": VOCAB,
@@ -189,14 +223,13 @@ def write_checkpoint(out: Path) -> tuple[int, int]:
         "full_attention_interval": 4, "linear_conv_kernel_dim": CONV, "linear_key_head_dim": LIN_DIM,
         "linear_value_head_dim": LIN_DIM, "linear_num_key_heads": LIN_K, "linear_num_value_heads": LIN_V,
         "max_position_embeddings": 262144, "rms_norm_eps": 1e-6, "tie_word_embeddings": True,
-        "mtp_num_hidden_layers": 1, "eos_token_id": VOCAB - 300 + 2,
+        "mtp_num_hidden_layers": 1, "eos_token_id": eos,
         "rope_parameters": {"rope_type": "default", "rope_theta": 10_000_000, "partial_rotary_factor": 0.25,
                             "mrope_section": [11, 11, 10], "mrope_interleaved": True},
     }
     config = {"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
               "tie_word_embeddings": True, "text_config": text, "vision_config": {"depth": VIS_DEPTH}}
     (out / "config.json").write_text(json.dumps(config, indent=2))
-    _tokenizer_files(out)
     n_params = sum(int(np.prod(s)) for _, s in tensors)
     return n_params, sum(p.stat().st_size for p in out.glob("*.safetensors"))
 
@@ -254,15 +287,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("/tmp/ribbit-bench-quantize"), help="working directory")
     ap.add_argument("--type", default="Q4_K_M")
     ap.add_argument("--keep-checkpoint", action="store_true", help="keep the synthetic safetensors")
+    ap.add_argument("--vocab", default=str(QWEN_BPE) if QWEN_BPE.is_file() else "",
+                    help="a GGUF whose trained BPE the checkpoint's tokenizer takes ('': synthetic byte pairs)")
     args = ap.parse_args(argv)
     work: Path = args.out
     ckpt, mid, final = work / "frognano-synthetic", work / "frognano-synthetic.BF16.gguf", work / f"frognano-synthetic-{args.type}.gguf"
     work.mkdir(parents=True, exist_ok=True)
 
     t0 = time.monotonic()
-    n_params, n_bytes = write_checkpoint(ckpt)
+    n_params, n_bytes = write_checkpoint(ckpt, Path(args.vocab) if args.vocab else None)
     print(f"checkpoint: {n_params / 1e9:.2f} B parameters, {n_bytes / 1e9:.2f} GB BF16 safetensors, "
-          f"written in {time.monotonic() - t0:.0f} s -> {ckpt}", flush=True)
+          f"written in {time.monotonic() - t0:.0f} s -> {ckpt}; tokenizer: "
+          f"{args.vocab or 'synthetic byte pairs and triples'}", flush=True)
     os.sync()
 
     conv = measure([sys.executable, "-m", "quantize.cli", str(ckpt), "-o", str(mid), "--type", "BF16"])

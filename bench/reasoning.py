@@ -10,8 +10,9 @@
    off (`enable_thinking=false`) the prompt closes an empty think block and the turn is the call alone.
    The template is the real Qwen3.5-4B one (tests/data), whatever the GGUF carries. Every task is checked
    solved on disk in both modes.
-2. Tokens. What llama.cpp evaluated in each session is counted again with FrogNano's real tokenizer
-   (`--vocab`, default llama.cpp's ggml-vocab-qwen35.gguf from the llama-cpp-python sources): written
+2. Tokens. What llama.cpp evaluated in each session is counted again with a trained Qwen tokenizer
+   (`--vocab`, default llama.cpp's ggml-vocab-qwen35.gguf from the llama-cpp-python sources: Qwen's
+   151,643-token BPE with Qwen3.5's pre-tokenizer; FrogNano's own vocabulary has 248,320): written
    tokens (reasoning and calls) and read tokens (tool results, prompts).
 3. Time at real size. Per-token costs measured on `--real-size` (default: the synthetic FrogNano in
    /work/models — random weights, FrogNano's exact shapes and Q4_K_M size, so the same cost per token):
@@ -41,6 +42,7 @@ from agent.core.events import AgentEvent, UsageEvent
 from agent.core.loop import Limits
 from agent.checkout.sandbox import sandbox_available
 from agent.checkout.workspace import open_workspace
+from bench.quantize import QWEN_BPE
 from bench.reasoning_sessions import TASKS, ScriptedTask, forced_turns
 from models.base import Chunk, GenerationRequest, TurnEnd
 from models.llama_backend import LlamaCppModel
@@ -50,7 +52,7 @@ STARTER = ROOT / "evals" / "starter"
 TEMPLATE = ROOT / "tests" / "data" / "Qwen3.5-4B.jinja"
 SYNTHETIC = Path("/work/models/frognano/frognano-synthetic-Q4_K_M.gguf")
 TINY = ROOT.parent.parent / "shared" / "fixtures" / "tiny-qwen35-f16.gguf"
-VOCAB = Path("/work/src/llama_cpp_python-0.3.36/vendor/llama.cpp/models/ggml-vocab-qwen35.gguf")
+VOCAB = QWEN_BPE
 
 
 class ForcedTurns:
@@ -229,7 +231,7 @@ def main() -> None:
     if args.real_size != "none":
         print(f"\nper-token costs at real size ({args.real_size}):")
         costs = measure_costs(Path(args.real_size), rounds=3)
-    counted = "FrogNano's tokenizer" if args.vocab else "the session model's tokenizer"
+    counted = "Qwen's trained tokenizer" if args.vocab else "the session model's tokenizer"
     print(f"\nmedians per task ({counted}): written / read tokens, on vs off" + (
         "; time at real size = written x writing cost + read x prompt cost + tools" if costs else ""))
     sums: dict[bool, list[float]] = {True: [0, 0, 0], False: [0, 0, 0]}

@@ -238,6 +238,10 @@ def main(argv: list[str] | None = None) -> int:
         head_tokens = probe.tokenize(head.encode(), False, True)
         all_tokens = [(probe.tokenize(a.encode(), False, True), probe.tokenize(f.encode(), False, True)) for a, f in all_steps]
         step_tokens = all_tokens[: len(steps)]
+        # A trained vocabulary has " return" as one token; bench.quantize's fallback byte pairs need
+        # three, and spend about twice the tokens (and so the time) on the whole session.
+        vocabulary = ("a trained BPE" if len(probe.tokenize(b" return", False, False)) == 1
+                      else "synthetic byte pairs, about twice a trained tokenizer's count: rebuild with bench.quantize")
     finally:
         probe.close()
     total = len(head_tokens) + sum(len(a) + len(f) for a, f in step_tokens)
@@ -247,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         plan.kv_type = args.kv
     if args.flash_attn:
         plan.flash_attn = args.flash_attn == "on"
-    print(f"session {args.session.name}: {len(steps)} steps, {total} tokens ({len(head_tokens)} system + task); "
+    print(f"session {args.session.name}: {len(steps)} steps, {total} tokens ({len(head_tokens)} system + task; tokenizer: {vocabulary}); "
           f"model {path.name}; plan: {plan.describe()}", flush=True)
     cpu0, load0 = os.times(), os.getloadavg()
     runtime = LlamaRuntime(path, n_ctx=plan.n_ctx, n_batch=plan.n_batch, n_threads=plan.n_threads,
