@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
           f"+ tools and harness {tools_s:.1f} s (+ {model_wall - prefill_s - decode_s:.1f} s bookkeeping)")
     print(f"time to first token per step: median {statistics.median(ttft):.1f} s, max {max(ttft):.1f} s")
     print(f"prompt {prefill_n / prefill_s:.1f} tok/s vs bare llama-cpp-python {bare_prefill:.1f} tok/s; "
-          f"decode {decode_n / decode_s:.2f} tok/s (with lookup drafts, teacher-forced) vs bare {bare_decode:.2f} tok/s "
+          f"decode {decode_n / decode_s:.2f} tok/s ({'no drafts' if args.no_draft else 'with lookup drafts'}, teacher-forced) vs bare {bare_decode:.2f} tok/s "
           f"(one token at a time)")
     if drafter is not None:
         print(f"drafting during the run (ribbit's policy: draft only where the measured verify cost pays): "
