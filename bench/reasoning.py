@@ -42,15 +42,16 @@ from agent.core.events import AgentEvent, UsageEvent
 from agent.core.loop import Limits
 from agent.checkout.sandbox import sandbox_available
 from agent.checkout.workspace import open_workspace
-from bench.quantize import QWEN_BPE
+from bench.quantize import QWEN35_TEMPLATE, QWEN_BPE
 from bench.reasoning_sessions import TASKS, ScriptedTask, forced_turns
+from bench.session import MODEL
 from models.base import Chunk, GenerationRequest, TurnEnd
 from models.llama_backend import LlamaCppModel
 
 ROOT = Path(__file__).resolve().parents[1]
 STARTER = ROOT / "evals" / "starter"
-TEMPLATE = ROOT / "tests" / "data" / "Qwen3.5-4B.jinja"
-SYNTHETIC = Path("/work/models/frognano/frognano-synthetic-Q4_K_M.gguf")
+TEMPLATE = QWEN35_TEMPLATE
+SYNTHETIC = MODEL  # bench.session builds it there
 TINY = ROOT.parent.parent / "shared" / "fixtures" / "tiny-qwen35-f16.gguf"
 VOCAB = QWEN_BPE
 
