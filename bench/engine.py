@@ -26,11 +26,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 from agent.core.prompt import system_prompt
 from agent.core.tools import default_tools
 from models.base import GenerationRequest, TextChunk, TurnEnd
 from models.chat import ChatMessage, ToolCall
 from models.dialects import parser_for
+from models.drafting import LookupDrafter
 from models.embedded import embedded_model_path
 from models.llama_backend import LlamaCppModel
 
@@ -388,6 +391,16 @@ def copied_lines(output: str, source: str) -> float:
     return sum(line in known for line in lines) / len(lines) if lines else 0.0
 
 
+def undraftable(stream: list[int], sampled: int) -> int:
+    """How many of the last `sampled` tokens of `stream` no lookup proposal predicts (the longest
+    earlier match of the tail before each proposes another token, or none): the turn's own writing,
+    decoded one token at a time whatever the drafting policy."""
+    ids = np.asarray(stream, dtype=np.int64)
+    drafter = LookupDrafter()
+    start = len(ids) - sampled
+    return sum(drafter.propose(ids[: p - 1], int(ids[p - 1]), 1) != [int(ids[p])] for p in range(start, len(ids)))
+
+
 def decode_after_prefix(model: LlamaCppModel, messages: list[ChatMessage], max_tokens: int) -> tuple[str, int, float]:
     """(text, tokens sampled, seconds) of a turn whose response prefix is forced: timed from the prefix's
     text (read in one batch, the same in both modes) to the end of the turn."""
@@ -408,6 +421,7 @@ def copy_speedup(path: Path, work: Path, rounds: int, tokens: int) -> list[dict]
         rates: dict[str, list[float]] = {"none": [], "lookup": []}
         texts: dict[str, str] = {}
         stats = None
+        own = 0
         for index in range(rounds):
             for draft in (("none", "lookup") if index % 2 == 0 else ("lookup", "none")):
                 model = load(path, work / f"copy-{draft}", persist_states=False, temperature=0.0, draft=draft)
@@ -416,6 +430,8 @@ def copy_speedup(path: Path, work: Path, rounds: int, tokens: int) -> list[dict]
                     output, sampled, seconds = decode_after_prefix(model, messages, tokens + len(model._tokenize(prefix)))
                     rates[draft].append(sampled / seconds)
                     texts[draft] = output
+                    if draft == "none":
+                        own = undraftable(list(model.llm.input_ids[: model.llm.n_tokens]), sampled)
                     if draft == "lookup":
                         stats = model.stats.lookup
                 finally:
@@ -426,7 +442,7 @@ def copy_speedup(path: Path, work: Path, rounds: int, tokens: int) -> list[dict]
             "ratio": median(b / a for a, b in zip(rates["none"], rates["lookup"])),
             "acceptance": stats.acceptance if stats else 0.0, "accepted": stats.accepted if stats else 0,
             "drafted": stats.drafted if stats else 0, "same": texts["none"] == texts["lookup"],
-            "copied": copied_lines(texts["none"], text),
+            "copied": copied_lines(texts["none"], text), "undraftable": own,
         })
     return found
 
@@ -586,7 +602,8 @@ def report(name: str, path: Path, args: argparse.Namespace) -> None:
                 print(f"7. copy-heavy turn ({c['name']}, {args.copy_tokens} tokens, median of {args.rounds} pairs; "
                       f"{c['copied']:.0%} of the greedy output's lines are lines of the text): --draft lookup "
                       f"{c['lookup']:.1f} tok/s vs none {c['none']:.1f} tok/s = {c['ratio']:.2f}x wall-clock; lookup "
-                      f"acceptance {c['acceptance']:.0%} ({c['accepted']}/{c['drafted']}); same text: {c['same']}")
+                      f"acceptance {c['acceptance']:.0%} ({c['accepted']}/{c['drafted']}); same text: {c['same']}; "
+                      f"{c['undraftable']} of the {args.copy_tokens} tokens no lookup could draft (the model's own writing)")
             ratios = [c["ratio"] for c in copied]
             print(f"7. over the {len(ratios)} copy-heavy turns: median {statistics.median(ratios):.2f}x, lowest {min(ratios):.2f}x, "
                   f"{sum(r >= 1.5 for r in ratios)} of {len(ratios)} at 1.5x or more")

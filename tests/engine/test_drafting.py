@@ -16,7 +16,7 @@ import pytest
 
 import models.llama_backend as backend
 from models.chat import ChatMessage
-from models.drafting import RETIME_EVERY, DraftBudget, LookupDrafter, VerifyCost
+from models.drafting import ACCEPTANCE_MEMORY, PRIOR_TRIALS, RETIME_EVERY, DraftBudget, LookupDrafter, VerifyCost
 from models.llama_backend import LlamaCppModel
 from tests.engine.conftest import SYSTEM, make_model, run_turn
 
@@ -99,6 +99,20 @@ def test_budget_stops_drafting_a_source_that_does_not_pay():
     assert good.length(4) == 4
 
 
+def test_acceptance_weighs_an_outcome_by_the_tokens_it_tried():
+    cost = VerifyCost()
+    for n in (1, 1, 2, 2, 5, 5, 9, 9):  # a batch of 1 + k costs 1 + 0.4k single decodes
+        cost.record(n, 0.1 * (1 + 0.4 * (n - 1)))
+    one, seven = DraftBudget(cost, prior=0.5), DraftBudget(cost, prior=0.5)
+    one.record(1, 1)
+    seven.record(7, 7)
+    assert seven.acceptance > one.acceptance > 0.5
+    for _ in range(3):  # a long copy, then one miss: the copy's evidence still outweighs it
+        seven.record(8, 8)
+    seven.record(8, 0)
+    assert seven.acceptance > 0.75 and seven.length(8) >= 3
+
+
 def test_a_declining_budget_learns_from_shadow_proposals_that_a_copy_has_started():
     cost = VerifyCost()
     for n in (1, 1, 2, 2, 5, 5, 9, 9):  # a batch of 1 + k costs 1 + 0.4k single decodes
@@ -111,7 +125,9 @@ def test_a_declining_budget_learns_from_shadow_proposals_that_a_copy_has_started
         budget.observe(token)
     assert budget.shadowing and budget.acceptance == pytest.approx(0.2)  # nothing settled mid-match
     budget.observe(40)  # the model parts from the proposal after 3 of its 8 tokens
-    assert not budget.shadowing and budget.acceptance == pytest.approx(0.7 * 0.2 + 0.3 * 3 / 4)
+    # 3 tokens kept, then a rejection: 4 trials after the prior's, the prior's decayed once
+    kept, trials = ACCEPTANCE_MEMORY * 0.2 * PRIOR_TRIALS + 3, ACCEPTANCE_MEMORY * PRIOR_TRIALS + 4
+    assert not budget.shadowing and budget.acceptance == pytest.approx(kept / trials)
     for _ in range(3):  # the model now copies what the source proposes: drafting resumes
         budget.shadow([1, 2, 3, 4])
         for token in (1, 2, 3, 4):
