@@ -247,6 +247,19 @@ def main(argv: list[str] | None = None) -> int:
     total = len(head_tokens) + sum(len(a) + len(f) for a, f in step_tokens)
     context = 1024 * ((total + 1024) // 1024 + 1)
     plan = plan_memory(path, context, threads=policy.observe(meter.stop()), rollback_tokens=MAX_DRAFT)
+    if plan.n_ctx < total + MAX_DRAFT:  # a small model's trained context (SmolLM2: 8,192) holds fewer steps
+        fits, used = 0, len(head_tokens)
+        for assistant, follow in step_tokens:
+            used += len(assistant) + len(follow)
+            if used + MAX_DRAFT > plan.n_ctx:
+                break
+            fits += 1
+        if not fits:
+            print(f"bench.session: {path.name}'s context holds {plan.n_ctx} tokens, too few for even the first step")
+            return 2
+        print(f"(the context holds {plan.n_ctx} tokens, the session needs {total}: replaying its first {fits} steps)")
+        steps, step_tokens = steps[:fits], step_tokens[:fits]
+        total = len(head_tokens) + sum(len(a) + len(f) for a, f in step_tokens)
     if args.kv:  # to compare settings on the whole task (the planner's figures: README)
         plan.kv_type = args.kv
     if args.flash_attn:
