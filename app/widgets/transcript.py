@@ -119,12 +119,13 @@ def preview_source(block: str, rows: int, width: int, markdown: bool = True) -> 
         return block
     kept.reverse()
     if markdown:
-        fence = None
-        for line in lines[: len(lines) - len(kept) + 1]:  # up to and including the first kept line
+        first = len(lines) - len(kept)  # the first kept line's index (kept[0] may be its cut tail)
+        fence: int | None = None  # the index of the fence open at the first kept line
+        for index, line in enumerate(lines[: first + 1]):
             if line.lstrip().startswith(FENCES):
-                fence = None if fence is not None else line
-        if fence is not None and kept[0] is not fence:
-            kept.insert(0, fence)
+                fence = None if fence is not None else index
+        if fence is not None and fence < first:  # an opening line that is itself kept is not repeated
+            kept.insert(0, lines[fence])
     return "\n".join(kept)
 
 

@@ -46,6 +46,11 @@ def test_plain_text_is_not_treated_as_markdown() -> None:
     assert preview_source(text, rows=3, width=80, markdown=False) == "97\n98\n99"
 
 
+def test_an_opening_fence_cut_to_the_last_row_is_not_repeated_above_it() -> None:
+    # hypothesis found it: the fence line, cut to the width, was added again in full above its own tail
+    assert preview_source("\n```", rows=1, width=2) == "``"
+
+
 @given(st.text(alphabet=st.sampled_from(list("ab `~\n#*-")), max_size=400), st.integers(1, 10), st.integers(1, 30))
 def test_the_preview_always_ends_the_way_the_block_ends(block: str, rows: int, width: int) -> None:
     preview = preview_source(block, rows, width)
