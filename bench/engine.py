@@ -391,11 +391,11 @@ def copied_lines(output: str, source: str) -> float:
     return sum(line in known for line in lines) / len(lines) if lines else 0.0
 
 
-def undraftable(stream: list[int], sampled: int) -> int:
+def undraftable(stream: np.ndarray, sampled: int) -> int:
     """How many of the last `sampled` tokens of `stream` no lookup proposal predicts (the longest
     earlier match of the tail before each proposes another token, or none): the turn's own writing,
     decoded one token at a time whatever the drafting policy."""
-    ids = np.asarray(stream, dtype=np.int64)
+    ids = np.asarray(stream, dtype=np.int64)  # a copy: the model's buffer is reused by the next load
     drafter = LookupDrafter()
     start = len(ids) - sampled
     return sum(drafter.propose(ids[: p - 1], int(ids[p - 1]), 1) != [int(ids[p])] for p in range(start, len(ids)))
@@ -421,7 +421,7 @@ def copy_speedup(path: Path, work: Path, rounds: int, tokens: int) -> list[dict]
         rates: dict[str, list[float]] = {"none": [], "lookup": []}
         texts: dict[str, str] = {}
         stats = None
-        own = 0
+        own: int | None = None  # greedy: the same text every round, so counted once
         for index in range(rounds):
             for draft in (("none", "lookup") if index % 2 == 0 else ("lookup", "none")):
                 model = load(path, work / f"copy-{draft}", persist_states=False, temperature=0.0, draft=draft)
@@ -430,8 +430,8 @@ def copy_speedup(path: Path, work: Path, rounds: int, tokens: int) -> list[dict]
                     output, sampled, seconds = decode_after_prefix(model, messages, tokens + len(model._tokenize(prefix)))
                     rates[draft].append(sampled / seconds)
                     texts[draft] = output
-                    if draft == "none":
-                        own = undraftable(list(model.llm.input_ids[: model.llm.n_tokens]), sampled)
+                    if draft == "none" and own is None:
+                        own = undraftable(model.llm.input_ids[: model.llm.n_tokens], sampled)
                     if draft == "lookup":
                         stats = model.stats.lookup
                 finally:

@@ -50,10 +50,7 @@ from models.llama_backend import LlamaCppModel
 
 ROOT = Path(__file__).resolve().parents[1]
 STARTER = ROOT / "evals" / "starter"
-TEMPLATE = QWEN35_TEMPLATE
-SYNTHETIC = MODEL  # bench.session builds it there
 TINY = ROOT.parent.parent / "shared" / "fixtures" / "tiny-qwen35-f16.gguf"
-VOCAB = QWEN_BPE
 
 
 class ForcedTurns:
@@ -193,10 +190,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gguf", type=Path, default=TINY,
                         help=f"the model sessions run on (default: {TINY}, or a tiny qwen35 built here)")
-    parser.add_argument("--template", type=Path, default=TEMPLATE, help="chat template replacing the GGUF's")
-    parser.add_argument("--vocab", default=str(VOCAB) if VOCAB.is_file() else "",
+    parser.add_argument("--template", type=Path, default=QWEN35_TEMPLATE, help="chat template replacing the GGUF's")
+    parser.add_argument("--vocab", default=str(QWEN_BPE) if QWEN_BPE.is_file() else "",
                         help="a GGUF whose tokenizer counts the tokens ('' : the session model's)")
-    parser.add_argument("--real-size", default=str(SYNTHETIC) if SYNTHETIC.is_file() else "none",
+    parser.add_argument("--real-size", default=str(MODEL) if MODEL.is_file() else "none",  # bench.session builds it
                         help="a real-size GGUF to measure per-token costs on, or none")
     parser.add_argument("--repeats", type=int, default=2, help="sessions of each task in each mode (alternating)")
     parser.add_argument("--tasks", default=",".join(t.name for t in TASKS))

@@ -213,6 +213,11 @@ def tools_wall(header: dict, steps: int, session: Path) -> float:
         return time.perf_counter() - started
 
 
+def session_size(head: list[int], steps: list[tuple[list[int], list[int]]]) -> int:
+    """Tokens the replay appends: the system prompt and task, then each step's assistant turn and tool result."""
+    return len(head) + sum(len(assistant) + len(follow) for assistant, follow in steps)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.session", description=__doc__.splitlines()[0])
     parser.add_argument("--gguf", type=Path, default=MODEL, help="default: the FrogNano-shaped Q4_K_M (built if missing)")
@@ -244,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
                       else "synthetic byte pairs, about twice a trained tokenizer's count: rebuild with bench.quantize")
     finally:
         probe.close()
-    total = len(head_tokens) + sum(len(a) + len(f) for a, f in step_tokens)
+    total = session_size(head_tokens, step_tokens)
     context = 1024 * ((total + 1024) // 1024 + 1)
     plan = plan_memory(path, context, threads=policy.observe(meter.stop()), rollback_tokens=MAX_DRAFT)
     if plan.n_ctx < total + MAX_DRAFT:  # a small model's trained context (SmolLM2: 8,192) holds fewer steps
@@ -259,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(f"(the context holds {plan.n_ctx} tokens, the session needs {total}: replaying its first {fits} steps)")
         steps, step_tokens = steps[:fits], step_tokens[:fits]
-        total = len(head_tokens) + sum(len(a) + len(f) for a, f in step_tokens)
+        total = session_size(head_tokens, step_tokens)
     if args.kv:  # to compare settings on the whole task (the planner's figures: README)
         plan.kv_type = args.kv
     if args.flash_attn:
