@@ -11,7 +11,7 @@ verified and whatever does not match the recording is rolled back — so prefill
 rollback costs are real. Tools + harness time is the wall time of replaying the same turns through
 `ribbit run` with the real tools (the model answering instantly). Prints figures; asserts nothing.
 
-    python -m bench.session [--gguf PATH] [--steps N] [--no-draft]
+    python -m bench.session [--gguf PATH|default] [--steps N] [--no-draft]
 """
 
 from __future__ import annotations
@@ -35,6 +35,10 @@ MODEL = MODEL_DIR / "frognano-synthetic-Q4_K_M.gguf"
 
 
 def ensure_model(path: Path) -> Path:
+    if str(path) == "default":  # the embedded model as ribbit runs it (its Q8_0 copy)
+        from models.embedded import embedded_model_path
+
+        return embedded_model_path()
     if path.is_file():
         return path
     print(f"building {path} with bench.quantize (convert + Q4_K_M: ~10-20 minutes on 2 cores)", flush=True)
@@ -220,7 +224,7 @@ def session_size(head: list[int], steps: list[tuple[list[int], list[int]]]) -> i
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.session", description=__doc__.splitlines()[0])
-    parser.add_argument("--gguf", type=Path, default=MODEL, help="default: the FrogNano-shaped Q4_K_M (built if missing)")
+    parser.add_argument("--gguf", type=Path, default=MODEL, help="default: the FrogNano-shaped Q4_K_M (built if missing); 'default': the embedded model")
     parser.add_argument("--session", type=Path, default=SESSION)
     parser.add_argument("--steps", type=int, default=None, help="replay only the first N steps")
     parser.add_argument("--no-draft", action="store_true", help="decode the assistant turns token by token")

@@ -7,8 +7,10 @@ about token caches.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel
@@ -19,6 +21,12 @@ from models.chat import ChatMessage, ToolCall, ToolSpec
 # "native" for backends that parse calls themselves. A plain str, so a new dialect is one module.
 Dialect = str
 FinishReason = Literal["stop", "length", "context", "cancelled"]
+
+
+def cache_folder(name: str) -> Path:
+    """ribbit's cache folder NAME: `$XDG_CACHE_HOME/ribbit/NAME` (saved prompt states, the embedded model's copy)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "ribbit" / name
 
 
 class ModelError(Exception):

@@ -16,7 +16,7 @@ class ModelCheck(BaseModel):
 def model_checks(spec: str | None = None) -> list[ModelCheck]:
     """The lines for `ribbit doctor [--model SPEC]`."""
     from models.base import ModelError
-    from models.embedded import embedded_model_path
+    from models.embedded import embedded_model
     from models.spec import resolve_spec
 
     checks: list[ModelCheck] = []
@@ -27,8 +27,9 @@ def model_checks(spec: str | None = None) -> list[ModelCheck]:
     except ImportError as exc:
         checks.append(ModelCheck(name="llama.cpp", ok=False, detail=f"llama-cpp-python cannot be imported: {exc}"))
     try:
-        path = embedded_model_path()
-        checks.append(ModelCheck(name="embedded model", ok=True, detail=f"{path.name} ({path.stat().st_size / 2**20:.0f} MiB)"))
+        embedded = embedded_model()
+        size = embedded.path.stat().st_size / 2**20
+        checks.append(ModelCheck(name="embedded model", ok=True, detail=f"{embedded.path} ({size:.0f} MiB): {embedded.note}"))
     except ModelError as exc:
         checks.append(ModelCheck(name="embedded model", ok=False, detail=str(exc)))
     chosen = resolve_spec(spec)

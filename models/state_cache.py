@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from models.base import cache_folder
+
 DEFAULT_MEMORY_BUDGET = 1 << 30
 DISK_KEEP = 8  # state files kept per cache folder (newest by use)
 # A state file's name ends with this; the token list sits beside it as `<key>.json`.
@@ -131,8 +133,7 @@ class SnapshotStore:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "ribbit" / "states"
+    return cache_folder("states")
 
 
 def model_identity(path: Path, **settings: Any) -> str:

@@ -2,7 +2,8 @@
 
 A child keeps llama.cpp's aborts, its memory and its global log hook away from the caller. It
 reports on stdout, one line each: ``PROGRESS i n`` per tensor, ``ERROR text`` for llama.cpp errors.
-Usage: python -m quantize._quantize_worker IN OUT FTYPE_INT [IMATRIX]
+Usage: python -m quantize._quantize_worker [--requantize] IN OUT FTYPE_INT [IMATRIX]
+(--requantize: the input is itself quantised, e.g. the embedded Q4_1 model made Q8_0.)
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ _TENSOR_LINE = re.compile(rb"^\[\s*(\d+)/\s*(\d+)\]")
 def main(argv: list[str]) -> int:
     import llama_cpp
 
+    requantize = bool(argv) and argv[0] == "--requantize"
+    if requantize:
+        argv = argv[1:]
     src, dst, ftype = argv[0], argv[1], int(argv[2])
     imatrix_path = Path(argv[3]) if len(argv) > 3 else None
 
@@ -33,6 +37,7 @@ def main(argv: list[str]) -> int:
     llama_cpp.llama_log_set(on_log, ctypes.c_void_p(0))
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = ftype
+    params.allow_requantize = requantize
     params.nthread = os.cpu_count() or 1
     # bound llama.cpp's conversion buffers (default 8 GiB) so a laptop keeps its memory
     params.max_buf_size = 256 * 1024 * 1024

@@ -28,9 +28,12 @@ def estimated_size(n_params: int, qtype: str) -> int:
 
 def quantize_gguf(
     src: Path | str, out: Path | str, qtype: str = "Q4_K_M", *, imatrix: Path | str | None = None,
-    n_params: int | None = None, progress: bool = False,
+    n_params: int | None = None, progress: bool = False, requantize: bool = False,
 ) -> Path:
-    """Quantise ``src`` (BF16/F16/F32 GGUF) to ``out``; atomic like the converter."""
+    """Quantise ``src`` (BF16/F16/F32 GGUF) to ``out``; atomic like the converter.
+
+    `requantize` lets ``src`` be quantised already (llama.cpp refuses that by default, as a second
+    rounding loses precision; Q4_1 -> Q8_0 loses next to none)."""
     src, out = Path(src), Path(out)
     if qtype not in FTYPES:
         raise QuantizeError(f"unknown quantisation type {qtype!r} (choose from {', '.join(QUANT_TYPES)})")
@@ -40,7 +43,8 @@ def quantize_gguf(
     if n_params is not None:
         check_free_disk(out.parent, estimated_size(n_params, qtype), f"the {qtype} GGUF")
     tmp = partial_path(out)
-    cmd = [sys.executable, "-m", "quantize._quantize_worker", str(src), str(tmp), str(FTYPES[qtype])]
+    cmd = [sys.executable, "-m", "quantize._quantize_worker", *(["--requantize"] if requantize else []),
+           str(src), str(tmp), str(FTYPES[qtype])]
     if imatrix is not None:
         cmd.append(str(Path(imatrix)))
     env = dict(os.environ)

@@ -3,22 +3,38 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from models.embedded import copy_path, embedded_model, shipped_model_path
 
 
 def git(root: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True).stdout
 
 
+@pytest.fixture(scope="session")
+def embedded_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The embedded model's Q8_0 copy (models/embedded.py), made once per test run."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("embedded")))
+        return embedded_model().path
+
+
 @pytest.fixture(autouse=True)
-def isolated_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+def isolated_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, embedded_copy: Path) -> Path:
     """Per-project settings and private journals go to a temp folder, never the developer's home."""
     state = tmp_path_factory.mktemp("state")
     monkeypatch.setenv("XDG_STATE_HOME", str(state))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+    # Each test's cache holds the run's embedded copy (a hard link), so no test pays for making it.
+    target = copy_path(shipped_model_path())
+    if embedded_copy != shipped_model_path():
+        target.parent.mkdir(parents=True)
+        os.link(embedded_copy, target)
     # The user's own settings and global AGENTS.md (agent.core.instructions) stay out of the tests.
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
     monkeypatch.delenv("RIBBIT_MODEL", raising=False)

@@ -1,8 +1,9 @@
 """Speculative decoding: lookup and MTP drafts verified in one batch, rejected ones rolled back.
 
 Greedy output must be token-identical with and without drafting, on the embedded model and on a tiny
-hybrid qwen35 GGUF (recurrent layers rolled back through llama.cpp's snapshots); with sampling, the
-output distribution must be the target's (tested statistically).
+hybrid qwen35 GGUF (recurrent layers rolled back through llama.cpp's snapshots), up to llama.cpp's own
+rounding (a batch is computed with other kernels than one token: a near-tie may resolve the other way);
+with sampling, the output distribution must be the target's (tested statistically).
 """
 
 from __future__ import annotations
@@ -195,22 +196,51 @@ def greedy(path: Path, draft: str, messages: list[ChatMessage], tmp: Path, token
     return model, text, model.stream_tokens()
 
 
-def test_greedy_output_is_identical_with_lookup_drafts_on_the_embedded_model(tmp_path):
-    from models.embedded import embedded_model_path
+# llama.cpp computes a verify batch with other kernels than a single token (on x86 Q8_0 goes through
+# llamafile's sgemm from 2 tokens up; attention differs too): SmolLM2's logits differ by up to ~1.0 between
+# the two, on the Q8_0 copy ribbit runs and on the shipped Q4_1 alike. So a greedy near-tie may resolve the
+# other way; drafting must change nothing else.
+NEAR_TIE = 1.0
 
-    plain, text_none, stream_none = greedy(embedded_model_path(), "none", COPY_TASK, tmp_path, 160)
-    plain.close()
-    model, text, stream = greedy(embedded_model_path(), "lookup", COPY_TASK, tmp_path, 160)
+
+def top_two_gap(path: Path, stream: list[int]) -> float:
+    """The gap between the best two logits after `stream`, one plain decode of it."""
+    from models.llama_runtime import LlamaRuntime
+
+    llm = LlamaRuntime(path, n_ctx=2048, n_batch=512, n_threads=2)
     try:
-        assert text == text_none and stream == stream_none
+        llm.eval(stream)
+        best = np.sort(llm.logits(-1))[-2:]
+        return float(best[1] - best[0])
+    finally:
+        llm.close()
+
+
+@pytest.mark.parametrize("weights", ["run", "shipped"])
+def test_greedy_output_with_lookup_drafts_parts_from_plain_decoding_only_at_a_near_tie(weights, tmp_path):
+    """On the embedded model, the Q8_0 copy ribbit runs and the shipped Q4_1: lookup's greedy stream is
+    plain decoding's, token for token, up to where (if anywhere) they first part; there plain decoding's
+    best two tokens were a near-tie (Q8_0 here: a gap of 0.14 after 41 sampled tokens; Q4_1: identical)."""
+    from models.embedded import embedded_model_path, shipped_model_path
+
+    path = embedded_model_path() if weights == "run" else shipped_model_path()
+    plain, text_none, stream_none = greedy(path, "none", COPY_TASK, tmp_path, 160)
+    plain.close()
+    model, text, stream = greedy(path, "lookup", COPY_TASK, tmp_path, 160)
+    try:
         lookup = model.stats.lookup
-        assert lookup.accepted >= 40  # the copy is drafted, not decoded token by token
+        assert lookup.accepted >= 20  # the copy is drafted, not decoded token by token (Q8_0: 25, Q4_1: 118)
         assert model.stats.verify_batches > 0 and model.stats.rolled_back > 0  # both outcomes happened
         # tokens evaluated = tokens in the stream: rejected drafts do not count as evaluated
         assert model.stats.evaluated == len(stream)
         assert not model._lookup_budget.shadowing  # nothing carried into the next turn
     finally:
         model.close()
+    parted = next((i for i, (a, b) in enumerate(zip(stream, stream_none)) if a != b), None)
+    if parted is None:
+        assert stream == stream_none and text == text_none
+    else:
+        assert top_two_gap(path, stream_none[:parted]) < NEAR_TIE
 
 
 @pytest.mark.parametrize("draft", ["lookup", "mtp", "auto"])
