@@ -25,8 +25,10 @@ FinishReason = Literal["stop", "length", "context", "cancelled"]
 
 def cache_folder(name: str) -> Path:
     """ribbit's cache folder NAME: `$XDG_CACHE_HOME/ribbit/NAME` (saved prompt states, the embedded model's copy)."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "ribbit" / name
+    base = Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser()
+    if not base.is_absolute():  # the XDG spec: relative values are ignored (else caches land in the repo)
+        base = Path.home() / ".cache"
+    return base / "ribbit" / name
 
 
 class ModelError(Exception):

@@ -13,7 +13,9 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import importlib.util
+import os
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,8 +23,11 @@ from models.base import ModelError, cache_folder
 
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 RUN_TYPE = "Q8_0"
+RECIPE = "llama_model_quantize allow_requantize Q8_0, 1"  # part of a copy's name: a new recipe, a new copy
 _STEM = "SmolLM2-135M-Instruct." + RUN_TYPE
+UNUSED_DAYS = 30  # another install's copy (another venv, another llama.cpp) is removed after this long unused
 _making = threading.Lock()  # one conversion at a time in this process (its partial file is named by pid)
+_failed: dict[Path, str] = {}  # copies this process could not make, and why: tried once per process
 
 
 @dataclass(frozen=True)
@@ -45,13 +50,13 @@ def shipped_model_path() -> Path:
 
 
 def copy_path(shipped: Path) -> Path:
-    """Where the Q8_0 copy of this exact shipped file, made by this llama.cpp, lives."""
+    """Where the Q8_0 copy of this exact shipped file, made by this llama.cpp and recipe, lives."""
     stat = shipped.stat()
     try:
         version = importlib.metadata.version("llama_cpp_python")
     except importlib.metadata.PackageNotFoundError:
         version = "?"
-    identity = f"{shipped.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{version}"
+    identity = f"{shipped.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{version}|{RECIPE}"
     return cache_folder("models") / f"{_STEM}.{hashlib.sha256(identity.encode()).hexdigest()[:12]}.gguf"
 
 
@@ -60,24 +65,64 @@ def embedded_model() -> EmbeddedModel:
     shipped = shipped_model_path()
     try:
         copy = copy_path(shipped)
-        with _making:
-            if not copy.is_file():
-                _make_copy(shipped, copy)
-    except Exception as exc:  # any failure leaves the shipped file, which runs fine
-        why = " ".join(str(exc).split())[:200] or type(exc).__name__
-        return EmbeddedModel(shipped, f"the shipped Q4_1 (no {RUN_TYPE} copy: {why})")
-    return EmbeddedModel(copy, f"{RUN_TYPE} copy of the shipped Q4_1, for llama.cpp's batched kernels")
+    except OSError as exc:
+        return _as_shipped(shipped, str(exc))
+    with _making:
+        why = _failed.get(copy)
+        if why is None:
+            try:
+                if not is_whole_copy(copy, shipped):
+                    _make_copy(shipped, copy)
+                mark_used(copy)
+                return EmbeddedModel(copy, f"{RUN_TYPE} copy of the shipped Q4_1, for llama.cpp's batched kernels")
+            except Exception as exc:  # any failure leaves the shipped file, which runs fine
+                why = _failed[copy] = " ".join(str(exc).split())[:200] or type(exc).__name__
+    return _as_shipped(shipped, why)
+
+
+def _as_shipped(shipped: Path, why: str) -> EmbeddedModel:
+    return EmbeddedModel(shipped, f"the shipped Q4_1 (no {RUN_TYPE} copy: {why})")
 
 
 def embedded_model_path() -> Path:
+    """The file to load for the `default` SPEC (see embedded_model)."""
     return embedded_model().path
+
+
+def mark_used(copy: Path) -> None:
+    """Pruning by another install leaves a copy in use alone. The access time says so: the modification
+    time is part of the saved prompt states' model identity and must not change."""
+    os.utime(copy, ns=(time.time_ns(), copy.stat().st_mtime_ns))
+
+
+def is_whole_copy(copy: Path, shipped: Path) -> bool:
+    """A GGUF at least as large as the shipped file (Q8_0 takes 8.5 bits a weight, Q4_1 5): anything
+    else is a copy cut short (a full disk, a crash) and is made again."""
+    try:
+        with copy.open("rb") as handle:
+            return handle.read(4) == b"GGUF" and copy.stat().st_size >= shipped.stat().st_size
+    except OSError:
+        return False
 
 
 def _make_copy(shipped: Path, copy: Path) -> None:
     from quantize.quantizer import quantize_gguf
 
-    quantize_gguf(shipped, copy, RUN_TYPE, requantize=True)
-    # copies made from an older package or llama.cpp are never read again
-    for old in copy.parent.glob(f"{_STEM}.*.gguf"):
-        if old != copy:
-            old.unlink(missing_ok=True)
+    copy.unlink(missing_ok=True)
+    weights = shipped.stat().st_size * 8 // 5  # for the free-disk check before converting
+    quantize_gguf(shipped, copy, RUN_TYPE, requantize=True, n_params=weights)
+    _prune(copy)
+
+
+def _prune(copy: Path) -> None:
+    """Copies unused for UNUSED_DAYS (an older package or llama.cpp) and partial files an hour old (a
+    conversion killed midway) go; a copy another install uses now stays."""
+    now = time.time()
+    for other in copy.parent.glob(f"*{_STEM}.*"):
+        try:
+            age = now - other.stat().st_atime
+            partial = other.name.startswith(".")
+            if other != copy and (age > UNUSED_DAYS * 86400 or (partial and age > 3600)):
+                other.unlink()
+        except OSError:
+            continue  # gone already, or not ours to remove: the copy we made is what matters

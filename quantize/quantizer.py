@@ -76,6 +76,8 @@ def quantize_gguf(
             raise QuantizeError(f"llama.cpp quantisation to {qtype} failed: {why}", src)
         if bar:
             bar.finish()
+        with tmp.open("rb") as written:  # on disk before it takes the final name: no truncated result after a crash
+            os.fsync(written.fileno())
         os.replace(tmp, out)
     except BaseException:
         tmp.unlink(missing_ok=True)

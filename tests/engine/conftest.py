@@ -86,13 +86,13 @@ def softmax(x: np.ndarray) -> np.ndarray:
     return e / e.sum()
 
 
-def assert_same_logits(a: np.ndarray, b: np.ndarray) -> None:
+def assert_same_logits(a: np.ndarray, b: np.ndarray, probability_gap: float = 0.1) -> None:
     """Same next-token distribution. A batch of one and a batch of many round differently in llama.cpp
-    (other kernels: on the embedded Q8_0 copy logits differ by ~1 at most, probabilities by up to ~0.035);
-    a wrong cache is off by ~15 and ~0.9."""
+    (other kernels: on the embedded Q8_0 copy logits differ by ~1 at most, probabilities by up to ~0.035;
+    on the shipped Q4_1 ~0.003); a wrong cache is off by ~15 and ~0.9."""
     assert a.shape == b.shape
     assert int(a.argmax()) == int(b.argmax())
-    assert float(np.abs(softmax(a) - softmax(b)).max()) < 0.1
+    assert float(np.abs(softmax(a) - softmax(b)).max()) < probability_gap
     assert float(np.abs(a - b).max()) < 3.0
 
 

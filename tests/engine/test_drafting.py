@@ -189,6 +189,7 @@ def test_verify_cost_is_kept_per_context_depth_and_a_bigger_batch_never_counts_a
 
 
 def greedy(path: Path, draft: str, messages: list[ChatMessage], tmp: Path, tokens: int, **options: object) -> tuple[LlamaCppModel, str, list[int]]:
+    """A greedy turn: the model (still open), its text, and its whole token stream (prompt, then the turn)."""
     model = LlamaCppModel(path, n_ctx=2048, temperature=0.0, draft=draft, state_dir=tmp / draft, persist_states=False,
                           n_threads=2, **options)  # type: ignore[arg-type]
     text, end, _ = run_turn(model, messages, max_tokens=tokens)
@@ -203,24 +204,30 @@ def greedy(path: Path, draft: str, messages: list[ChatMessage], tmp: Path, token
 NEAR_TIE = 1.0
 
 
-def top_two_gap(path: Path, stream: list[int]) -> float:
-    """The gap between the best two logits after `stream`, one plain decode of it."""
+def behind_the_best(path: Path, stream: list[int], start: int) -> list[float]:
+    """For each token of `stream` from `start` on: how far its logit was below the best, decoding the
+    stream one token at a time as plain decoding does (0: it was the greedy choice)."""
     from models.llama_runtime import LlamaRuntime
 
     llm = LlamaRuntime(path, n_ctx=2048, n_batch=512, n_threads=2)
     try:
-        llm.eval(stream)
-        best = np.sort(llm.logits(-1))[-2:]
-        return float(best[1] - best[0])
+        llm.eval(stream[:start])
+        gaps = []
+        for token in stream[start:]:
+            logits = llm.logits(-1)
+            gaps.append(float(logits.max() - logits[token]))
+            llm.eval([token])
+        return gaps
     finally:
         llm.close()
 
 
 @pytest.mark.parametrize("weights", ["run", "shipped"])
-def test_greedy_output_with_lookup_drafts_parts_from_plain_decoding_only_at_a_near_tie(weights, tmp_path):
-    """On the embedded model, the Q8_0 copy ribbit runs and the shipped Q4_1: lookup's greedy stream is
-    plain decoding's, token for token, up to where (if anywhere) they first part; there plain decoding's
-    best two tokens were a near-tie (Q8_0 here: a gap of 0.14 after 41 sampled tokens; Q4_1: identical)."""
+def test_greedy_output_with_lookup_drafts_is_plain_decodings_up_to_near_ties(weights, tmp_path):
+    """On the embedded model as ribbit runs it (the Q8_0 copy), every token lookup drafting emits is one
+    plain decoding would have taken, or one within llama.cpp's batch rounding of it (the merge.py copy
+    parts from `--draft none` after 41 sampled tokens, at a gap of 0.14). On the shipped Q4_1 the two
+    streams are identical."""
     from models.embedded import embedded_model_path, shipped_model_path
 
     path = embedded_model_path() if weights == "run" else shipped_model_path()
@@ -236,11 +243,14 @@ def test_greedy_output_with_lookup_drafts_parts_from_plain_decoding_only_at_a_ne
         assert not model._lookup_budget.shadowing  # nothing carried into the next turn
     finally:
         model.close()
-    parted = next((i for i, (a, b) in enumerate(zip(stream, stream_none)) if a != b), None)
-    if parted is None:
+    if weights == "shipped":
         assert stream == stream_none and text == text_none
-    else:
-        assert top_two_gap(path, stream_none[:parted]) < NEAR_TIE
+        return
+    # Up to where the two part, lookup's stream is plain decoding's; from there on, each token is checked.
+    parted = next((i for i, (a, b) in enumerate(zip(stream, stream_none)) if a != b), len(stream))
+    gaps = behind_the_best(path, stream, parted)
+    assert max(gaps, default=0.0) < NEAR_TIE
+    assert sum(gap > 0 for gap in gaps) <= 3  # a near-tie now and then, not a drift
 
 
 @pytest.mark.parametrize("draft", ["lookup", "mtp", "auto"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +30,7 @@ def own_shipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     shipped.parent.mkdir()
     shutil.copyfile(embedded.shipped_model_path(), shipped)
     monkeypatch.setattr(embedded, "shipped_model_path", lambda: shipped)
+    monkeypatch.setattr(embedded, "_failed", {})
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     return shipped
 
@@ -47,13 +49,52 @@ def test_the_copy_has_the_shipped_tensors_as_q8_0_and_is_made_once(own_shipped: 
     assert embedded.embedded_model().path == first.path and first.path.stat().st_mtime_ns == made  # not made again
 
 
-def test_a_changed_shipped_file_gets_a_new_copy_and_the_old_one_goes(own_shipped: Path) -> None:
+def age(path: Path, days: float) -> None:
+    then = time.time() - days * 86400
+    os.utime(path, (then, then))
+
+
+def test_a_changed_shipped_file_gets_a_new_copy_and_old_copies_go_once_unused(own_shipped: Path) -> None:
     old = embedded.embedded_model().path
     stat = own_shipped.stat()
     os.utime(own_shipped, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # an upgraded package
     new = embedded.embedded_model().path
-    assert new != old and new.is_file() and not old.exists()
-    assert sorted(p.name for p in new.parent.iterdir()) == [new.name]  # no partial file left
+    assert new != old and new.is_file()
+    assert old.is_file()  # used a moment ago: perhaps by another install sharing this cache
+    # another install's copy unused for a month, and a partial file a killed conversion left an hour ago
+    partial = new.parent / f".{old.name}.partial-999999"
+    partial.write_bytes(b"GGUF")
+    age(old, embedded.UNUSED_DAYS + 1)
+    age(partial, 2 / 24)
+    new.unlink()
+    made = embedded.embedded_model().path
+    assert made == new and sorted(p.name for p in new.parent.iterdir()) == [new.name]
+
+
+def test_a_copy_cut_short_is_made_again(own_shipped: Path) -> None:
+    copy = embedded.embedded_model().path
+    whole = copy.read_bytes()
+    copy.write_bytes(whole[: len(whole) // 3])  # a full disk or a crash before the rename's data was on disk
+    assert embedded.embedded_model().path == copy
+    assert copy.read_bytes() == whole
+
+
+def test_a_failed_conversion_runs_the_shipped_file_and_is_tried_once(own_shipped: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import quantize.quantizer
+
+    calls = []
+
+    def failing(*args: object, **kwargs: object) -> Path:
+        calls.append(args)
+        raise quantize.quantizer.QuantizeError("not enough free disk for the Q8_0 GGUF:\n1 MB free")
+
+    monkeypatch.setattr(quantize.quantizer, "quantize_gguf", failing)
+    for _ in range(3):
+        chosen = embedded.embedded_model()
+        assert chosen.path == own_shipped
+        assert chosen.note.startswith("the shipped Q4_1 (no Q8_0 copy: not enough free disk") and "\n" not in chosen.note
+    assert len(calls) == 1
+    assert not list((own_shipped.parent.parent / "cache").rglob("*.gguf"))
 
 
 def test_without_a_writable_cache_the_shipped_file_runs(own_shipped: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

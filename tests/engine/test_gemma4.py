@@ -172,7 +172,7 @@ def test_a_new_task_restores_the_saved_system_prompt_with_the_logits_of_a_fresh_
         expected = np.ctypeslib.as_array(fresh._ctx.get_logits_ith(-1), shape=(fresh.n_vocab(),)).copy()
     finally:
         fresh.close()
-    assert_same_logits(model.last_logits(), expected)
+    assert_same_logits(model.last_logits(), expected, probability_gap=0.02)
 
 
 SEEDS = range(3)
