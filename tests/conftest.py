@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -34,7 +35,10 @@ def isolated_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     target = copy_path(shipped_model_path())
     if embedded_copy != shipped_model_path():
         target.parent.mkdir(parents=True)
-        os.link(embedded_copy, target)
+        try:
+            os.link(embedded_copy, target)
+        except OSError:  # a temp folder on another file system
+            shutil.copyfile(embedded_copy, target)
     # The user's own settings and global AGENTS.md (agent.core.instructions) stay out of the tests.
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
     monkeypatch.delenv("RIBBIT_MODEL", raising=False)
