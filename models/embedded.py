@@ -14,6 +14,7 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import os
+import stat
 import threading
 import time
 from dataclasses import dataclass
@@ -51,12 +52,12 @@ def shipped_model_path() -> Path:
 
 def copy_path(shipped: Path) -> Path:
     """Where the Q8_0 copy of this exact shipped file, made by this llama.cpp and recipe, lives."""
-    stat = shipped.stat()
+    found = shipped.stat()
     try:
         version = importlib.metadata.version("llama_cpp_python")
     except importlib.metadata.PackageNotFoundError:
         version = "?"
-    identity = f"{shipped.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{version}|{RECIPE}"
+    identity = f"{shipped.resolve()}|{found.st_size}|{found.st_mtime_ns}|{version}|{RECIPE}"
     return cache_folder("models") / f"{_STEM}.{hashlib.sha256(identity.encode()).hexdigest()[:12]}.gguf"
 
 
@@ -96,11 +97,15 @@ def mark_used(copy: Path) -> None:
 
 
 def is_whole_copy(copy: Path, shipped: Path) -> bool:
-    """A GGUF at least as large as the shipped file (Q8_0 takes 8.5 bits a weight, Q4_1 5): anything
-    else is a copy cut short (a full disk, a crash) and is made again."""
+    """A regular file, a GGUF at least as large as the shipped file (Q8_0 takes 8.5 bits a weight, Q4_1
+    5): anything else — a copy cut short by a full disk or a crash, a FIFO that would block the read — is
+    made again."""
     try:
+        found = copy.stat()
+        if not stat.S_ISREG(found.st_mode) or found.st_size < shipped.stat().st_size:
+            return False
         with copy.open("rb") as handle:
-            return handle.read(4) == b"GGUF" and copy.stat().st_size >= shipped.stat().st_size
+            return handle.read(4) == b"GGUF"
     except OSError:
         return False
 

@@ -236,7 +236,8 @@ def test_greedy_output_with_lookup_drafts_is_plain_decodings_up_to_near_ties(wei
     model, text, stream = greedy(path, "lookup", COPY_TASK, tmp_path, 160)
     try:
         lookup = model.stats.lookup
-        assert lookup.accepted >= 20  # the copy is drafted, not decoded token by token (Q8_0: 25, Q4_1: 118)
+        # the copy is drafted, not decoded token by token (Q4_1: 118 kept; Q8_0: 25, its text leaves the file at the near-tie)
+        assert lookup.accepted >= (40 if weights == "shipped" else 20)
         assert model.stats.verify_batches > 0 and model.stats.rolled_back > 0  # both outcomes happened
         # tokens evaluated = tokens in the stream: rejected drafts do not count as evaluated
         assert model.stats.evaluated == len(stream)

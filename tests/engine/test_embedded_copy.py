@@ -79,6 +79,20 @@ def test_a_copy_cut_short_is_made_again(own_shipped: Path) -> None:
     assert copy.read_bytes() == whole
 
 
+def test_a_fifo_in_the_copys_place_is_replaced_not_read(own_shipped: Path) -> None:
+    import threading
+
+    copy = embedded.copy_path(own_shipped)
+    copy.parent.mkdir(parents=True)
+    os.mkfifo(copy)  # opening it to read would wait for a writer forever
+    chosen: list[embedded.EmbeddedModel] = []
+    worker = threading.Thread(target=lambda: chosen.append(embedded.embedded_model()), daemon=True)
+    worker.start()
+    worker.join(120)
+    assert chosen and chosen[0].path == copy
+    assert copy.is_file() and tensors(copy).keys() == tensors(own_shipped).keys()
+
+
 def test_a_failed_conversion_runs_the_shipped_file_and_is_tried_once(own_shipped: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import quantize.quantizer
 
