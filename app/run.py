@@ -69,8 +69,10 @@ class StdinApprover:
             command = visible(first) + "".join(f"\n  | {visible(line)}" for line in more)
             self.out.write(f"\n? run in {visible(request.cwd, one_line=True)} ({request.where()}): {command}\n  [y/n/n: reason] ")
         else:
+            later = getattr(request, "runs_later", None)
             self.out.write(
-                f"\n? {visible(request.tool, one_line=True)} {visible(request.path, one_line=True)}\n"
+                f"\n? {visible(request.tool, one_line=True)} {visible(request.path, one_line=True)}"
+                + (f"  (runs code on your machine later: {later})" if later else "") + "\n"
                 f"{visible(request.diff)}  [y/n/n: reason] "
             )
         self.out.flush()

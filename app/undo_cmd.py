@@ -71,7 +71,7 @@ def undo_main(argv: list[str]) -> int:
         print(f"ribbit undo: error: {visible(str(exc), one_line=True)}", file=sys.stderr)
         return 1
     print(visible(result.summary()))
-    return 0
+    return 1 if result.not_restored else 0  # a partial undo is not a success: the line names what was left
 
 
 if __name__ == "__main__":

@@ -1,10 +1,13 @@
 """Undo-journal cost per step: a snapshot after one edited file, after nothing changed, after ten
 files changed, and an /undo; on a fresh git repository of N files. Prints figures; asserts nothing.
 
-    python -m bench.journal [--files 300] [--steps 30]
+    python -m bench.journal [--files 300] [--steps 30] [--venv-mb 200] [--node-modules-mb 300] [--ignored-files N]
 
-Only `Journal(root)`, `.snapshot(label)` and `.undo_last()` are used, so the same script times an
-older checkout too (run it from that checkout) for before/after ratios.
+`--venv-mb` / `--node-modules-mb` add git-ignored folders of that size shaped like a Python virtual
+environment (`.venv`, ~25 KiB a file) and a `node_modules` (~10 KiB a file), the places users keep what
+the journal must not read every step. `--ignored-files N` adds N small ignored files (`build/`, 8 KiB
+each) that the journal records when they fit its budget: what that budget costs at start and per step. Only `Journal(root)`, `.snapshot(label)` and `.undo_last()` are
+used, so the same script times an older checkout too (run it from that checkout) for before/after ratios.
 """
 
 from __future__ import annotations
@@ -32,16 +35,47 @@ def figures(name: str, samples: list[float]) -> str:
     return f"{name}: median {statistics.median(samples):.1f} ms, p90 {samples[int(len(samples) * 0.9)]:.1f} ms"
 
 
+def fill(folder: Path, megabytes: int, file_kib: int, per_dir: int = 40, files: int | None = None) -> int:
+    """Files of pseudo-random text under `folder` (`megabytes` of them, or `files` of them), `per_dir` a
+    folder, three levels deep; their count."""
+    count = total = 0
+    block = os.urandom(file_kib * 768).hex().encode()[: file_kib * 1024]
+    while (count < files) if files is not None else (total < megabytes << 20):
+        sub = folder / f"pkg{count // (per_dir * 20)}" / f"mod{count // per_dir % 20}"
+        sub.mkdir(parents=True, exist_ok=True)
+        (sub / f"f{count}.py").write_bytes(block[count % 97:] + b"%d\n" % count)
+        total += len(block)
+        count += 1
+    return count
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--files", type=int, default=300)
     parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--venv-mb", type=int, default=0, help="size of an ignored .venv")
+    parser.add_argument("--node-modules-mb", type=int, default=0, help="size of an ignored node_modules")
+    parser.add_argument("--ignored-files", type=int, default=0, help="small ignored files in build/")
+    parser.add_argument("--ignored-kib", type=int, default=8, help="size of each of them")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ribbit-bench-journal-"))
     os.environ.setdefault("XDG_STATE_HOME", str(work / "state"))
     repo = work / "repo"
     repo.mkdir()
     make_repo(repo, args.files)
+    ignored = []
+    if args.venv_mb:
+        n = fill(repo / ".venv" / "lib" / "python3.11" / "site-packages", args.venv_mb, 25)
+        (repo / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+        ignored.append(f".venv ({args.venv_mb} MB, {n} files)")
+    if args.node_modules_mb:
+        n = fill(repo / "node_modules", args.node_modules_mb, 10)
+        ignored.append(f"node_modules ({args.node_modules_mb} MB, {n} files)")
+    if args.ignored_files:
+        n = fill(repo / "build", 0, args.ignored_kib, files=args.ignored_files)
+        ignored.append(f"build ({n} files of {args.ignored_kib} KiB)")
+    if ignored:
+        (repo / ".gitignore").write_text(".venv/\nnode_modules/\nbuild/\n")
     journal = Journal(repo)
     start = timed(lambda: journal.snapshot("start"))
     one, none, ten, undo = [], [], [], []
@@ -53,7 +87,8 @@ def main() -> None:
             (repo / f"pkg{i}" / f"mod{i + 10}.py").write_text(f"y = {step}\n")
         ten.append(timed(lambda: journal.snapshot(f"ten {step}")))
         undo.append(timed(journal.undo_last))
-    print(f"{args.files} files, {args.steps} steps; start snapshot {start:.0f} ms")
+    print(f"{args.files} files{', ignored ' + ', '.join(ignored) if ignored else ''}, {args.steps} steps; "
+          f"start snapshot {start:.0f} ms")
     for name, samples in (("one file edited", one), ("nothing changed", none), ("ten files changed", ten), ("undo of ten", undo)):
         print(figures(name, samples))
 

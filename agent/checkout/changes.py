@@ -10,6 +10,7 @@ from agent.checkout.apply import WriteObserver, atomic_write, encode_text
 from agent.core.approvals import ApprovalOrchestrator, EditApprovalRequest, EditNeed
 from agent.checkout.diffs import apply_hunks, make_hunks, unified_diff
 from agent.checkout.readstate import ReadState
+from agent.checkout.runs_later import runs_later
 
 
 class AgentWriteObserver(WriteObserver, Protocol):
@@ -42,11 +43,12 @@ class ChangeGate:
     ) -> ChangeOutcome:
         hunks = make_hunks(old_text or "", new_text)
         selected: list[int] | None = None
+        later = runs_later(display, self.root)
         decision = self.approvals.decide(
-            EditNeed(),
+            EditNeed(runs_later=later),
             lambda: EditApprovalRequest(
                 tool_call_id=tool_call_id, tool=tool, path=display, is_new_file=old_text is None,
-                diff=unified_diff(display, old_text, new_text, hunks), hunks=hunks,
+                diff=unified_diff(display, old_text, new_text, hunks), hunks=hunks, runs_later=later,
             ),
         )
         if decision is not None:

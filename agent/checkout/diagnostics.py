@@ -27,7 +27,13 @@ def agent_checks(root: Path) -> list[Check]:
     ))
     checks += sandbox_checks(root, ok)
     # Says which journal is in use without creating a private one.
-    checks.append(Check(name="undo journal", ok=root.is_dir(), detail=journal_kind(root)))
+    from agent.checkout.ignored import IGNORED_BYTES_BUDGET, IGNORED_FILES_BUDGET
+
+    checks.append(Check(
+        name="undo journal", ok=root.is_dir(),
+        detail=f"{journal_kind(root)}; git-ignored files too, up to {IGNORED_FILES_BUDGET:,} files / "
+        f"{IGNORED_BYTES_BUDGET >> 20} MiB (installed environments such as .venv and node_modules are not journaled)",
+    ))
     limit = inotify_watch_limit()
     if limit is None:
         checks.append(Check(name="file watcher", ok=True, detail="watchdog (native observer for this system)"))
@@ -92,6 +98,13 @@ def sandbox_checks(root: Path, sandbox_ok: bool) -> list[Check]:
     checks.append(Check(
         name="sandbox env", ok=True, detail=" ".join(env_names) + " (values not shown; nothing else is passed)",
     ))
+    if root.is_dir():
+        from agent.checkout.sandbox import WriteQuota
+
+        checks.append(Check(
+            name="write quota", ok=True,
+            detail=WriteQuota(root, settings.write_quota_mb).describe() + " (sandbox.toml: write_quota_mb; 0 = none)",
+        ))
     return checks
 
 

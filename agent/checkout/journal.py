@@ -44,7 +44,8 @@ from agent.checkout.gitcmd import (
     remember_session_repo,
     shown,
 )
-from agent.checkout.snapshot import DIR_FLAGS, READ_FLAGS, Blocked, TreeEntry, WorkTreeIndex, open_dir_confined
+from agent.checkout.snapshot import Blocked, TreeEntry, WorkTreeIndex
+from agent.fs import DIR_FLAGS, READ_FLAGS, open_dir_confined
 
 RIBBIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "ribbit", "GIT_AUTHOR_EMAIL": "ribbit@localhost",
@@ -52,6 +53,8 @@ RIBBIT_IDENTITY = {
 }
 GIT_ERRORS = (GitError, OSError, ValueError)
 NAMESPACE = "refs/ribbit"
+NOTICE_NAMES = 3
+PATCH_PATHS = 1_000  # paths named on one `git diff` command line
 META_PREFIX = "ribbit-meta: "
 
 
@@ -67,16 +70,20 @@ class UndoResult(BaseModel):
     restored: list[str]  # written back with their earlier bytes
     deleted: list[str]  # files the agent had created, removed again
     kept: list[str] = []  # changed only by the user during the step: left as the user has them
+    # Changed by the undone steps but with no earlier bytes in the journal (path, why): left as they are.
+    not_restored: list[tuple[str, str]] = []
 
     def summary(self) -> str:
-        parts = [f"undid {self.undone} of session {self.session_id}"]
+        parts = [f"undid session {self.session_id}" if self.undone == "session" else f"undid {self.undone} of session {self.session_id}"]
         if self.restored:
             parts.append("restored " + ", ".join(map(shown, self.restored)))
         if self.deleted:
             parts.append("removed " + ", ".join(map(shown, self.deleted)))
         if self.kept:
             parts.append("kept your changes to " + ", ".join(map(shown, self.kept)))
-        if not self.restored and not self.deleted:
+        if self.not_restored:
+            parts.append("NOT restored: " + ", ".join(f"{shown(p)} ({why})" for p, why in self.not_restored))
+        if not self.restored and not self.deleted and not self.not_restored:
             parts.append("no files needed restoring")
         return "; ".join(parts)
 
@@ -158,6 +165,10 @@ class Journal:
         self._trees: dict[str, str] = {}  # commit -> tree
         self._entries_cache: dict[str, dict[str, TreeEntry]] = {}
         self._notices: list[str] = []
+        # A step the journal could not record (a full disk): (label, foreign, mixed); undo still takes it back.
+        self._pending: tuple[str, list[str], list[str]] | None = None
+        # Root-relative paths the agent's steps changed (someone else's changes left out): "files changed".
+        self.agent_changed: set[str] = set()
 
     @property
     def converting(self) -> bool:
@@ -185,28 +196,131 @@ class Journal:
         with self._lock:
             try:
                 tree = self.tree_now()
-                if self.snapshots and tree == self._tree_of(self.snapshots[-1]) and label != "start":
+                index = self._worktree
+                unrecorded = {self._display(p): list(st) for p, st in index.unrecorded.items()}
+                modes = [[self._display(p), f"{old:o}", f"{new:o}"] for p, old, new in index.stripped]
+                self._note_stripped(index.stripped)
+                if (
+                    self.snapshots and label != "start" and tree == self._tree_of(self.snapshots[-1])
+                    and not modes and unrecorded == self._meta(self.snapshots[-1]).get("unrecorded", {})
+                ):
                     return self.snapshots[-1]
-                meta = {"scope": self.scope, "label": label, "foreign": sorted(set(foreign)), "mixed": sorted(set(mixed))}
+                meta: dict[str, object] = {
+                    "scope": self.scope, "label": label, "foreign": sorted(set(foreign)), "mixed": sorted(set(mixed)),
+                }
+                if unrecorded:
+                    meta["unrecorded"] = unrecorded
+                if modes:
+                    meta["modes"] = modes
                 parent = ["-p", self.snapshots[-1]] if self.snapshots else []
-                commit = self._objects.text(
-                    "commit-tree", "--no-gpg-sign", tree, *parent,
-                    "-m", f"ribbit {self.session_id}: {label}\n\n{META_PREFIX}{json.dumps(meta)}", env=RIBBIT_IDENTITY,
-                ).strip()
+                commit = self._commit(tree, parent, label, meta)
                 self._objects.run("update-ref", self.ref(len(self.snapshots)), commit)
+                if self.snapshots:
+                    others = set(foreign) | set(mixed)
+                    changed = {self._display(p) for p in self._changed(self.snapshots[-1], commit)} | set(unrecorded)
+                    self.agent_changed |= {p for p in changed if p not in others or p in set(mixed)}
             except GIT_ERRORS as exc:
                 raise JournalError(f"cannot snapshot the working tree: {_one_line(exc)}") from None
             self._trees[commit] = tree
             self.snapshots.append(commit)
+            self._pending = None
             return commit
 
+    def _commit(self, tree: str, parent: list[str], label: str, meta: dict[str, object]) -> str:
+        return self._objects.text(
+            "commit-tree", "--no-gpg-sign", tree, *parent,
+            "-m", f"ribbit {self.session_id}: {label}\n\n{META_PREFIX}{json.dumps(meta)}", env=RIBBIT_IDENTITY,
+        ).strip()
+
+    def _note_stripped(self, stripped: list[tuple[str, int, int]]) -> None:
+        if stripped:
+            named = ", ".join(f"{shown(self._display(p))} ({old:o} -> {new:o})" for p, old, new in stripped[:NOTICE_NAMES])
+            more = f" and {len(stripped) - NOTICE_NAMES} more" if len(stripped) > NOTICE_NAMES else ""
+            self._notices.append(
+                f"journal: took off setuid/setgid/sticky or group/world-write bits a command set: {named}{more}"
+            )
+
     def record_step(self, label: str, foreign: Iterable[str] = (), mixed: Iterable[str] = ()) -> list[str]:
-        """Snapshot after a step; never raises. Returns notices for the user (one line each)."""
+        """Snapshot after a step; never raises. Returns notices for the user (one line each).
+
+        A step that cannot be recorded (a full disk) is remembered: undo then compares the files with the
+        last snapshot that was recorded and puts back what differs, writing nothing to the journal."""
+        foreign, mixed = list(foreign), list(mixed)
+        if self._pending is not None:  # the earlier unrecorded step's others still count
+            foreign, mixed = foreign + self._pending[1], mixed + self._pending[2]
         try:
             self.snapshot(label, foreign, mixed)
         except JournalError as exc:
-            self._notices.append(f"journal: {label} was not recorded, so undo cannot take it back ({exc})")
+            self._pending = (label, foreign, mixed)
+            self._notices.append(
+                f"journal: {label} could not be recorded ({exc}); undo compares the files with the last recorded "
+                "snapshot instead"
+            )
         return self.take_notices()
+
+    def guard_write(self, path: Path) -> None:
+        """Before the agent's Write/Edit lands on `path`: a file the journal does not record (in an ignored
+        folder left outside, an environment) is added as it is now to the last snapshot, so undo can put it
+        back; from then on the journal records that path every step, wherever it is."""
+        try:
+            rel = path.resolve(strict=False).relative_to(self.top).as_posix()
+        except (ValueError, OSError):
+            return
+        with self._lock:
+            index = self._worktree
+            if rel in index._known or rel in index.ignored.pinned:
+                return
+            index.ignored.pin(rel)
+            found = self._disk_state(rel)
+            if not self.snapshots or not isinstance(found, TreeEntry):
+                return  # nothing there yet: undo removes what the write makes
+            tip = self.snapshots[-1]
+            try:
+                self._hash_into_store(rel)
+                tree = self._tree_with(tip, rel, found)
+                parents = [w for line in self._commit_text(tip).splitlines() if line.startswith("parent ") for w in ("-p", line.split()[1])]
+                meta = self._meta(tip)
+                commit = self._commit(tree, parents, str(meta.get("label", "step")), meta)
+                self._objects.run("update-ref", self.ref(len(self.snapshots) - 1), commit)
+            except GIT_ERRORS as exc:
+                self._notices.append(f"journal: could not record {shown(self._display(rel))} before the change ({_one_line(exc)})")
+                return
+            self._trees[commit] = tree
+            self.snapshots[-1] = commit
+
+    def _hash_into_store(self, rel: str) -> None:
+        """Write a file's exact bytes to the object store (its id is what `_disk_state` computed)."""
+        parent, _, name = rel.rpartition("/")
+        dir_fd = open_dir_confined(self.top, parent) if parent else os.open(self.top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            fd = os.open(name, READ_FLAGS, dir_fd=dir_fd)
+        finally:
+            os.close(dir_fd)
+        try:
+            self._objects.run("hash-object", "-w", "--no-filters", "--stdin-paths", input=f"/dev/fd/{fd}\n".encode(), pass_fds=[fd])
+        finally:
+            os.close(fd)
+
+    def _tree_with(self, commit: str, rel: str, entry: TreeEntry) -> str:
+        """A commit's tree with one more entry (through a temporary index; the journal's own is untouched)."""
+        env = {"GIT_INDEX_FILE": str(self._index_dir / "amend-index")}
+        try:
+            self._objects.run("read-tree", commit, env=env)
+            self._objects.run("update-index", "-z", "--index-info", input=f"{entry.mode} {entry.sha}\t".encode() + os.fsencode(rel) + b"\0", env=env)
+            return self._objects.text("write-tree", env=env).strip()
+        finally:
+            (self._index_dir / "amend-index").unlink(missing_ok=True)
+
+    def changed_outside(self, since_ns: int) -> tuple[list[str], list[str]]:
+        """Root-relative paths the journal leaves outside that changed at or after `since_ns` (a file, or a
+        folder `dir/` where something was removed or added), and those whose unsafe bits were taken off."""
+        with self._lock:
+            found, stripped = self._worktree.ignored.changed_outside(self.top, since_ns)
+        return [self._display(p) for p in found if self._in_scope(p)], [self._display(p) for p in stripped if self._in_scope(p)]
+
+    def ignored_paths(self) -> set[str]:
+        """Root-relative paths recorded although git ignores them (not part of the patch)."""
+        return {self._display(p) for p in self._worktree.ignored.not_in_patch() if self._in_scope(p)}
 
     def nested_repositories(self) -> set[str]:
         """Folders holding their own `.git` (other repositories, not submodules) at the last snapshot,
@@ -224,11 +338,16 @@ class Journal:
             return self._worktree.tree_now()
 
     def patch(self, start: int = 0) -> str:
-        """`git diff` from snapshot `start` to the working tree now (as a fresh snapshot's tree)."""
+        """`git diff` from snapshot `start` to the working tree now (as a fresh snapshot's tree), without
+        the git-ignored files the journal records (they are undoable, and named, but not the patch's)."""
         if not self.snapshots:
             return ""
         current = self.snapshot("end")
-        return self.diff(self.snapshots[start], current)
+        ignored = self.ignored_paths()
+        if not ignored:
+            return self.diff(self.snapshots[start], current)
+        paths = [p for p in self.changed_between(self.snapshots[start], current) if p not in ignored]
+        return "".join(self.diff(self.snapshots[start], current, paths[i:i + PATCH_PATHS]) for i in range(0, len(paths), PATCH_PATHS))
 
     def diff(self, a: str, b: str, paths: Iterable[str] | None = None) -> str:
         """`git diff --binary` between two journal commits, paths relative to the folder ribbit runs in.
@@ -322,6 +441,12 @@ class Journal:
         each write before it lands.
         """
         with self._lock:
+            if self._pending is not None:
+                label, foreign, mixed = self._pending
+                try:
+                    self.snapshot(label, foreign, mixed)  # the disk may have room again
+                except JournalError:
+                    return self._undo_unrecorded(observer)
             if len(self.snapshots) < 2:
                 raise JournalError("nothing to undo: the agent has not changed any file in this session")
             latest, previous = self.snapshots[-1], self.snapshots[-2]
@@ -335,6 +460,35 @@ class Journal:
                 raise JournalError(f"files restored, but the journal could not be updated: {_one_line(exc)}") from None
             self.snapshots.pop()
             return result
+
+    def _undo_unrecorded(self, observer: WriteObserver | None) -> UndoResult:
+        """Undo a step the journal could not record: every file that differs from the last recorded
+        snapshot goes back to it (what someone else changed meanwhile is kept), computed without writing
+        anything to the journal (the disk may still be full)."""
+        assert self._pending is not None
+        label, foreign, mixed = self._pending
+        target = self.snapshots[-1]
+        try:
+            before = self._entries(target)
+            now = self._worktree.state_now()
+        except GIT_ERRORS as exc:
+            raise JournalError(f"cannot read the files to undo {label}: {_one_line(exc)}") from None
+        others = {self._from_root(p) for p in foreign}
+        paths = sorted(
+            p for p in set(before) | set(now)
+            if self._in_scope(p) and before.get(p) != now.get(p) and p not in others
+        )
+        plan = _UndoPlan(self, before, now, paths, observer)
+        problem = plan.check({self._from_root(p) for p in mixed})
+        if problem:
+            raise JournalError(f"cannot undo: {problem}; nothing was restored")
+        restored, deleted = plan.run()
+        self._pending = None
+        return UndoResult(
+            session_id=self.session_id, undone=label,
+            restored=[self._display(p) for p in restored], deleted=[self._display(p) for p in deleted],
+            kept=sorted(self._display(p) for p in others if self._in_scope(p)),
+        )
 
     def rewind_to(self, index: int) -> UndoResult:
         """`/rewind`: put the files back as they were at snapshot `index` (a task's start) and forget the
@@ -431,11 +585,24 @@ class Journal:
             raise JournalError(f"cannot read the journal: {_one_line(exc)}") from None
         foreign: set[str] = set()
         mixed: set[str] = set()
+        unrecorded: dict[str, tuple[int, int]] = {}  # newest covered step wins: what the disk must show
         for commit in covered:
             meta = self._meta(commit)
             foreign |= {self._from_root(p) for p in meta.get("foreign", [])}
             mixed |= {self._from_root(p) for p in meta.get("mixed", [])}
-        plan = _UndoPlan(self, before, after, [p for p in paths if p not in foreign], observer)
+            for p, st in (meta.get("unrecorded") or {}).items():
+                if isinstance(st, list) and len(st) == 2:
+                    unrecorded[self._from_root(p)] = (int(st[0]), int(st[1]))
+        # Files too large to record at some step: put back from the target where it has them, removed where
+        # they did not exist then; one that was already too large at the target has no earlier copy.
+        too_large_then = {self._from_root(p) for p in (self._meta(target).get("unrecorded") or {})}
+        not_restored: list[tuple[str, str]] = []
+        for p in sorted(unrecorded):
+            if p not in before and p in too_large_then:
+                not_restored.append((self._display(p), "too large to record; no earlier copy in the journal"))
+                del unrecorded[p]
+        candidates = sorted(set(paths) | set(unrecorded))
+        plan = _UndoPlan(self, before, after, [p for p in candidates if p not in foreign], observer, expected=unrecorded)
         problem = plan.check(mixed)
         if problem:
             raise JournalError(f"cannot undo: {problem}; nothing was restored")
@@ -444,6 +611,7 @@ class Journal:
         return UndoResult(
             session_id=session_id or self.session_id, undone=undone,
             restored=[self._display(p) for p in restored], deleted=[self._display(p) for p in deleted], kept=kept,
+            not_restored=not_restored,
         )
 
     def _disk_state(self, rel: str) -> DiskState:
@@ -489,6 +657,21 @@ class Journal:
                 os.close(handle)
         finally:
             os.close(fd)
+
+    def _stat_is(self, rel: str, expected: tuple[int, int]) -> bool:
+        """Whether a top-relative path is a regular file with this (size, mtime_ns), reached without links."""
+        parent, _, name = rel.rpartition("/")
+        try:
+            fd = open_dir_confined(self.top, parent) if parent else os.open(self.top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+        return stat.S_ISREG(st.st_mode) and (st.st_size, st.st_mtime_ns) == expected
 
     def _files_under(self, rel: str) -> list[str] | Blocked:
         """Every non-folder entry under a top-relative folder, found without following links."""
@@ -649,10 +832,12 @@ class _UndoPlan:
 
     def __init__(
         self, journal: Journal, before: dict[str, TreeEntry], after: dict[str, TreeEntry], paths: list[str],
-        observer: WriteObserver | None = None,
+        observer: WriteObserver | None = None, expected: dict[str, tuple[int, int]] | None = None,
     ) -> None:
         self.journal = journal
         self.observer = observer
+        # Paths a step could not record: the disk must still show them with this (size, mtime_ns).
+        self.expected = expected or {}
         self.before = before  # the state undo goes back to
         self.after = after  # the state undo takes back (what the disk must still show)
         self.paths = [p for p in paths if before.get(p, _NO_ENTRY).mode != "160000" and after.get(p, _NO_ENTRY).mode != "160000"]
@@ -664,8 +849,16 @@ class _UndoPlan:
         """The first reason the undo would lose someone's work (None: safe to go ahead)."""
         display = self.journal._display
         conflicts = sorted(p for p in self.paths if p in mixed)
-        states = {rel: self.journal._disk_state(rel) for rel in self.paths}
+        states = {
+            rel: (_AS_LEFT if self.journal._stat_is(rel, self.expected[rel]) else "changed")
+            if rel in self.expected else self.journal._disk_state(rel)
+            for rel in self.paths
+        }
         for rel, now in states.items():
+            if rel in self.expected:
+                if now is not _AS_LEFT:
+                    conflicts.append(rel)
+                continue
             had = self.after.get(rel)
             if isinstance(now, Blocked):
                 now = None  # nothing of ours is at that path: through a link it is not in the tree
@@ -739,6 +932,7 @@ class _UndoPlan:
 
 
 _NO_ENTRY = TreeEntry("", "")
+_AS_LEFT = TreeEntry("as the step left it", "")  # an unrecorded file the disk still shows unchanged
 
 
 def _remove_empty_tree(path: Path) -> None:

@@ -67,6 +67,7 @@ class CommandResult:
     cwd: Path | None  # the shell's working directory when it exited, if known
     dropped_lines: int = 0  # lines dropped from the middle while capturing very long output
     access: Access = "read-write"
+    stopped: str | None = None  # why ribbit killed the command (a cap it reached), one line
 
 
 def tried_to_write(result: CommandResult) -> bool:
@@ -126,6 +127,53 @@ class _Capture:
         return (bytes(self.head) + b"".join(self.tail)).decode("utf-8", "replace")
 
 
+# A session may take this share of the free space on the repository's file system (sandbox.toml:
+# write_quota_mb): a command that writes past it is killed, before the user's disk is full.
+QUOTA_SHARE_OF_FREE = 0.5
+QUOTA_CHECK_S = 0.2  # how often a running command's disk use is looked at
+
+
+class WriteQuota:
+    """What one session may write to the repository's file system, measured as free space gone since the
+    session began (files the agent deletes give room back). Each command also gets the rest as its
+    largest file (`ulimit -f`), so one huge write fails at once instead of at the next check."""
+
+    def __init__(self, root: Path, limit_mb: int | None) -> None:
+        self.root = root
+        self.free_at_start = _free_bytes(root)
+        if limit_mb is None:
+            self.limit = int(self.free_at_start * QUOTA_SHARE_OF_FREE) if self.free_at_start is not None else None
+        else:
+            self.limit = limit_mb << 20 if limit_mb > 0 else None  # 0: no quota
+
+    def left(self) -> int | None:
+        """Bytes the session may still write (None: no quota, or the disk cannot be measured)."""
+        if self.limit is None or self.free_at_start is None:
+            return None
+        free = _free_bytes(self.root)
+        return None if free is None else self.limit - (self.free_at_start - free)
+
+    def reached(self) -> str | None:
+        left = self.left()
+        if left is None or left > 0:
+            return None
+        assert self.limit is not None
+        return f"killed: the session's write quota for the repository's disk ({self.limit >> 20:,} MiB) was reached"
+
+    def describe(self) -> str:
+        if self.limit is None:
+            return "none" if self.free_at_start is not None else "none (cannot measure the disk)"
+        return f"{self.limit >> 20:,} MiB of the repository's disk a session"
+
+
+def _free_bytes(path: Path) -> int | None:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
 class LocalRunner:
     """No isolation at all: used only when the user accepts that (approval per call, or --no-sandbox).
 
@@ -139,6 +187,7 @@ class LocalRunner:
         self.root = root.resolve()
         self.settings = settings or SandboxSettings()
         self.writable_runs = 0  # commands that could change the repository (the journal snapshots after them)
+        self.quota = WriteQuota(self.root, self.settings.write_quota_mb)
         # A submodule's `.git` is a work-tree path: guarded as its state was when the session started.
         self.submodules = read_submodules(self.root)
 
@@ -167,18 +216,26 @@ class LocalRunner:
             raise SandboxError("cannot run a command read-only without a sandbox")
         if access == "read-write":
             self.writable_runs += 1
+        left = self.quota.left()
+        if left is not None and left <= 0 and access == "read-write":
+            return CommandResult(
+                output="", exit_code=None, timed_out=False, cancelled=False, cwd=None, access=access,
+                stopped=self.quota.reached(),
+            )
+        # The largest file a command may write: what is left of the quota (in ulimit's 1 KiB blocks).
+        fsize = f"ulimit -f {max(left // 1024, 1)} 2>/dev/null\n" if left is not None else ""
         cwd_read, cwd_write = os.pipe()
         try:
             script = (
                 # The OOM killer takes a runaway command before ribbit and its model.
-                "{ echo 1000 > /proc/self/oom_score_adj; } 2>/dev/null\n"
+                "{ echo 1000 > /proc/self/oom_score_adj; } 2>/dev/null\n" + fsize +
                 f"cd -- {shlex.quote(str(cwd))} 2>/dev/null || cd -- {shlex.quote(str(self.root))}\n"
                 f"trap 'printf \"%s\\0\" \"$PWD\" >&{cwd_write}' EXIT\n"
                 f"{command}\n"
             )
             with self.prepared(access):
                 argv = self.wrap(["bash", "-c", script], cwd, access)
-                capture, exit_code, timed_out, cancelled = self._execute(argv, cwd, timeout, cancel, cwd_write, spool)
+                capture, exit_code, timed_out, cancelled, stopped = self._execute(argv, cwd, timeout, cancel, cwd_write, spool)
             if access == "read-write":
                 for line in put_back_submodule_gits(self.submodules, self.root):
                     capture.feed(("\n" + line).encode())
@@ -191,13 +248,13 @@ class LocalRunner:
                     os.close(fd)
         return CommandResult(
             output=capture.text(), exit_code=exit_code, timed_out=timed_out, cancelled=cancelled,
-            cwd=final_cwd, dropped_lines=capture.dropped_lines, access=access,
+            cwd=final_cwd, dropped_lines=capture.dropped_lines, access=access, stopped=stopped,
         )
 
     def _execute(
         self, argv: list[str], cwd: Path, timeout: float, cancel: threading.Event, cwd_write: int,
         spool: Spool | None = None,
-    ) -> tuple[_Capture, int | None, bool, bool]:
+    ) -> tuple[_Capture, int | None, bool, bool, str | None]:
         proc = subprocess.Popen(
             argv, cwd=str(self.launch_dir(cwd)), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, start_new_session=True, env=self.environment(), pass_fds=(cwd_write,),
@@ -209,12 +266,17 @@ class LocalRunner:
         reader.start()
         deadline = time.monotonic() + timeout
         timed_out = cancelled = False
+        stopped: str | None = None
+        next_check = time.monotonic() + QUOTA_CHECK_S
         while proc.poll() is None:
             if cancel.is_set():
                 cancelled = True
             elif time.monotonic() >= deadline:
                 timed_out = True
-            if timed_out or cancelled:
+            elif time.monotonic() >= next_check:
+                next_check = time.monotonic() + QUOTA_CHECK_S
+                stopped = self.quota.reached()
+            if timed_out or cancelled or stopped:
                 _kill_group(proc)
                 break
             try:
@@ -225,8 +287,8 @@ class LocalRunner:
         _RUNNING.discard(proc)
         # Survivors that escaped the group could hold the pipe open; don't wait on them forever.
         reader.join(timeout=2)
-        exit_code = None if (timed_out or cancelled) else proc.returncode
-        return capture, exit_code, timed_out, cancelled
+        exit_code = None if (timed_out or cancelled or stopped) else proc.returncode
+        return capture, exit_code, timed_out, cancelled, stopped
 
 
 def _read_cwd(fd: int) -> Path | None:

@@ -11,6 +11,7 @@ the `RIBBIT_SANDBOX_HIDE`, `RIBBIT_SANDBOX_EXPOSE`, `RIBBIT_SANDBOX_ENV` variabl
     writable = ["~/.cache/pip"]      # more paths a command may write, where the repository is writable
     tmp_size_mb = 1024               # size of the private, RAM-backed /tmp
     shm_size_mb = 256                # size of the private /dev/shm
+    write_quota_mb = 4096            # what a session may write to the repository's disk (default: half the free space)
 """
 
 from __future__ import annotations
@@ -83,6 +84,8 @@ class SandboxSettings(BaseModel):
     writable: list[str] = Field(default_factory=list)
     tmp_size_mb: int = Field(1024, ge=1, le=1 << 20)
     shm_size_mb: int = Field(256, ge=1, le=1 << 20)
+    # What a session may write to the repository's disk (MiB; 0: no quota); unset: half the free space.
+    write_quota_mb: int | None = Field(None, ge=0, le=1 << 30)
 
     @property
     def tmp_bytes(self) -> int:

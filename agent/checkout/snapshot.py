@@ -17,6 +17,7 @@ fails because of a path the agent created.
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import re
 import shutil
@@ -24,12 +25,15 @@ import stat
 import tempfile
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pathspec
 
+from agent.fs import DIR_FLAGS, READ_FLAGS, drop_bits, open_dir_confined, unsafe_bits
 from agent.checkout.apply import TEMP_SUFFIX
+from agent.checkout.ignored import IgnoredFiles
 from agent.checkout.gitcmd import GitError, GitRepo, is_git_dir_name, run_git, shown, unstorable_reason
 
 GIT_ERRORS = (GitError, OSError, ValueError)
@@ -46,8 +50,6 @@ HASH_BATCH = 200  # descriptors handed to one `git hash-object` (well under the 
 FILE_HASH_LIMIT = 256 * 1024 * 1024
 SNAPSHOT_HASH_BUDGET = 1024 * 1024 * 1024
 NOTICE_NAMES = 3
-DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 # `git ls-files --stage --debug -z`: one record per index entry.
 _DEBUG_RECORD = re.compile(
     rb"(\d{6}) ([0-9a-f]{40,64}) (\d)\t(.*?)\0"
@@ -91,6 +93,14 @@ class WorkTreeIndex:
         self._notices: list[str] = []
         self._tree: str | None = None  # the tree the index held when last written
         self.nested: set[str] = set()  # folders holding their own `.git` (not submodules) at the last scan
+        self.ignored = IgnoredFiles()  # which git-ignored files are recorded, which are left outside
+        # The last scan's files whose bytes the tree does not hold (too large, past the hash budget), with
+        # (size, mtime_ns) as they were: undo puts back the earlier file only where the disk still shows that.
+        self.unrecorded: dict[str, tuple[int, int]] = {}
+        # Permission bits a scan took off (setuid, setgid, sticky, group/world write added by a command):
+        # (path, mode before, mode after); and the bits each path had when the session began.
+        self.stripped: list[tuple[str, int, int]] = []
+        self._start_modes: dict[str, int] | None = None
 
     def tree_now(self) -> str:
         """The tree object of the work tree as it is now (scope only; the rest as in the user's index)."""
@@ -105,6 +115,17 @@ class WorkTreeIndex:
         if changed or self._tree is None:
             self._tree = self.objects.text("write-tree", env=self._index_env()).strip()
         return self._tree
+
+    def state_now(self) -> dict[str, TreeEntry]:
+        """The entries the work tree would be recorded with now, computed without writing to the object
+        store or an index (for an undo when the disk is full)."""
+        top_fd = os.open(self.top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            if self._seed is None:
+                self._seed = self._read_user_index()
+            return self._scan(top_fd, write=False)
+        finally:
+            os.close(top_fd)
 
     def list_others(self, *, index: bool) -> tuple[list[str], list[tuple[str, str]]]:
         return self._list_others(index=index)
@@ -121,12 +142,21 @@ class WorkTreeIndex:
     def _in_scope(self, rel: str) -> bool:
         return self.scope == "." or rel.startswith(self.scope + "/")
 
-    def _scan(self, top_fd: int) -> dict[str, TreeEntry]:
+    def _scan(self, top_fd: int, *, write: bool = True) -> dict[str, TreeEntry]:
         """Every path the snapshot holds, with its mode and object id (hashing what changed)."""
         assert self._seed is not None
         started = time.time_ns()
-        others, problems = self._list_others(index=True)
-        candidates = set(self._known) | set(self._seed)
+        with ThreadPoolExecutor(max_workers=1) as pool:  # git walks the tree twice: at the same time
+            ignored_listing = pool.submit(self._list_ignored)
+            others, problems = self._list_others(index=True)
+            ignored, left_outside = self.ignored.select(top_fd, ignored_listing.result(), tracked=self._seed)
+        problems.extend(left_outside)
+        candidates = set(self._known) | set(self._seed) | ignored | self.ignored.admitted | self.ignored.pinned
+        self.unrecorded = {}
+        self.stripped = []
+        first_scan = self._start_modes is None
+        if first_scan:
+            self._start_modes = {}
         nested = []
         for rel in others:
             if rel.endswith("/"):
@@ -146,6 +176,7 @@ class WorkTreeIndex:
         to_hash: list[tuple[str, os.stat_result]] = []
         links: list[tuple[str, os.stat_result, bytes]] = []
         folders: dict[str, Blocked | None] = {"": None}
+        folder_stats: dict[str, os.stat_result] = {"": os.fstat(top_fd)}
         for rel in candidates:
             known = self._known.get(rel)
             if not self._in_scope(rel):
@@ -153,9 +184,10 @@ class WorkTreeIndex:
                 if known is not None or seeded is not None:
                     state[rel] = known if known is not None else seeded[0]  # type: ignore[index]
                 continue
-            st = _lstat_confined(top_fd, rel, folders)
+            st = _lstat_confined(top_fd, rel, folders, folder_stats)
             if st is None or isinstance(st, Blocked):
                 continue
+            st = self._safe_mode(top_fd, rel, st, first_scan)
             mode = st.st_mode
             if stat.S_ISDIR(mode):
                 seeded = self._seed.get(rel)
@@ -187,16 +219,52 @@ class WorkTreeIndex:
             else:
                 problems.append((rel, "not a regular file (a FIFO, socket or device)"))
         left_out = _over_budget(to_hash)
-        for rel, why in left_out.items():
-            problems.append((rel, why))
-            known = self._known.get(rel)
-            if known is not None:
-                state[rel] = known
+        for rel, st in to_hash:
+            if rel in left_out:
+                problems.append((rel, left_out[rel]))
+                self.unrecorded[rel] = (st.st_size, st.st_mtime_ns)
+                known = self._known.get(rel)
+                if known is not None:
+                    state[rel] = known
         to_hash = [item for item in to_hash if item[0] not in left_out]
-        state.update(self._hash_files(top_fd, to_hash, started, problems))
-        state.update(self._hash_links(links, started))
+        if write:
+            state.update(self._hash_files(top_fd, to_hash, started, problems))
+            state.update(self._hash_links(links, started))
+        else:
+            state.update(self._ids_in_process(top_fd, to_hash, links))
+        self._check_folders(top_fd, folder_stats, first_scan)
         self._report(problems)
         return state
+
+    def _list_ignored(self) -> list[str]:
+        """Ignored paths not in the journal's index (top-relative; `dir/` for a folder ignored whole)."""
+        env = {"GIT_LITERAL_PATHSPECS": "1", **self._index_env()}
+        out = self.git.out(
+            "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory", "--full-name", "--", self.scope,
+            env=env,
+        )
+        return [p for p in os.fsdecode(out).split("\0") if p and not p.endswith(TEMP_SUFFIX)]
+
+    def _safe_mode(self, top_fd: int, rel: str, st: os.stat_result, first_scan: bool) -> os.stat_result:
+        """Take off the permission bits a command added that no checkout needs (see `unsafe_bits`)."""
+        assert self._start_modes is not None
+        if first_scan:
+            self._start_modes[rel] = stat.S_IMODE(st.st_mode)
+            return st
+        extra = unsafe_bits(stat.S_IMODE(st.st_mode), self._start_modes.get(rel))
+        if not extra or stat.S_ISLNK(st.st_mode):
+            return st
+        changed = drop_bits(top_fd, rel, st, extra)
+        if changed is None:
+            return st
+        self.stripped.append((rel, stat.S_IMODE(st.st_mode), stat.S_IMODE(changed.st_mode)))
+        return changed
+
+    def _check_folders(self, top_fd: int, folder_stats: dict[str, os.stat_result], first_scan: bool) -> None:
+        """The folders this scan went through (the top too): the same rule as files."""
+        for rel, st in folder_stats.items():
+            if self.scope == "." or rel.startswith(self.scope + "/"):
+                self._safe_mode(top_fd, rel or ".", st, first_scan)
 
     def _list_others(self, *, index: bool) -> tuple[list[str], list[tuple[str, str]]]:
         """Untracked, non-ignored paths (top-relative; `dir/` for a folder holding a `.git`),
@@ -254,6 +322,7 @@ class WorkTreeIndex:
                         os.close(fd)
                         if stat.S_ISREG(fst.st_mode):  # grown past the limit since the lstat: named too
                             problems.append((rel, f"larger than {FILE_HASH_LIMIT >> 20} MiB"))
+                            self.unrecorded[rel] = (fst.st_size, fst.st_mtime_ns)
                         continue
                     opened.append((rel, fd, fst))
                 if not opened:
@@ -268,6 +337,38 @@ class WorkTreeIndex:
             finally:
                 for _rel, fd, _st in opened:
                     os.close(fd)
+        return found
+
+    def _ids_in_process(
+        self, top_fd: int, files: list[tuple[str, os.stat_result]], links: list[tuple[str, os.stat_result, bytes]],
+    ) -> dict[str, TreeEntry]:
+        """Object ids computed here, stored nowhere (and not cached: the objects do not exist)."""
+        found: dict[str, TreeEntry] = {}
+        for rel, _st in files:
+            parent, _, name = rel.rpartition("/")
+            try:
+                dir_fd = open_dir_confined(top_fd, parent) if parent else os.dup(top_fd)
+                try:
+                    fd = os.open(name, READ_FLAGS, dir_fd=dir_fd)
+                finally:
+                    os.close(dir_fd)
+            except OSError:
+                continue
+            try:
+                fst = os.fstat(fd)
+                if not stat.S_ISREG(fst.st_mode):
+                    continue
+                digest = hashlib.new(self.object_format)
+                digest.update(b"blob %d\0" % fst.st_size)
+                while chunk := os.read(fd, 1 << 20):
+                    digest.update(chunk)
+                found[rel] = TreeEntry("100755" if fst.st_mode & stat.S_IXUSR else "100644", digest.hexdigest())
+            finally:
+                os.close(fd)
+        for rel, _st, target in links:
+            digest = hashlib.new(self.object_format)
+            digest.update(b"blob %d\0" % len(target) + target)
+            found[rel] = TreeEntry("120000", digest.hexdigest())
         return found
 
     def _hash_links(self, links: list[tuple[str, os.stat_result, bytes]], started: int) -> dict[str, TreeEntry]:
@@ -397,21 +498,6 @@ def _over_budget(items: list[tuple[str, os.stat_result]]) -> dict[str, str]:
     return left_out
 
 
-def open_dir_confined(top: Path | int, rel: str) -> int:
-    """A descriptor of a top-relative folder, reached one component at a time without links
-    (`top`: the work tree's path, or a descriptor of it)."""
-    fd = os.dup(top) if isinstance(top, int) else os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        for part in rel.split("/"):
-            next_fd = os.open(part, DIR_FLAGS, dir_fd=fd)
-            os.close(fd)
-            fd = next_fd
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
 def _walk_nested(top_fd: int, folder: str) -> tuple[list[str], list[tuple[str, str]]]:
     """Files under a folder git treats as another repository: the journal records them itself
     (its .gitignore files apply; `.git` entries never)."""
@@ -466,10 +552,12 @@ def _gitignore_at(dir_fd: int) -> pathspec.PathSpec | None:
     return pathspec.PathSpec.from_lines("gitignore", data.decode("utf-8", "replace").splitlines())
 
 
-def _lstat_confined(top_fd: int, rel: str, folders: dict[str, Blocked | None]) -> os.stat_result | Blocked | None:
+def _lstat_confined(
+    top_fd: int, rel: str, folders: dict[str, Blocked | None], stats: dict[str, os.stat_result],
+) -> os.stat_result | Blocked | None:
     """lstat of a top-relative path whose every folder is a real folder (checked once per snapshot)."""
     parent = rel.rpartition("/")[0]
-    blocked = folders[parent] if parent in folders else _folder_ok(top_fd, parent, folders)
+    blocked = folders[parent] if parent in folders else _folder_ok(top_fd, parent, folders, stats)
     if blocked is not None:
         return blocked
     try:
@@ -482,7 +570,7 @@ def _lstat_confined(top_fd: int, rel: str, folders: dict[str, Blocked | None]) -
         return Blocked(rel, "unreadable")
 
 
-def _folder_ok(top_fd: int, folder: str, folders: dict[str, Blocked | None]) -> Blocked | None:
+def _folder_ok(top_fd: int, folder: str, folders: dict[str, Blocked | None], stats: dict[str, os.stat_result]) -> Blocked | None:
     """None if every component of `folder` is a real folder, else what is in the way (memoised)."""
     parts = folder.split("/")
     result: Blocked | None = None
@@ -498,6 +586,8 @@ def _folder_ok(top_fd: int, folder: str, folders: dict[str, Blocked | None]) -> 
                         result = Blocked(prefix, "a link")
                     elif not stat.S_ISDIR(st.st_mode):
                         result = Blocked(prefix, "a file")
+                    else:
+                        stats[prefix] = st
                 except OSError:
                     result = Blocked(prefix, "unreadable")
             folders[prefix] = result

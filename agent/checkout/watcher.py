@@ -285,8 +285,13 @@ class RepoWatcher:
             return False
         try:
             os.write(fd, b"ribbit")  # a modification too: polling sees a file only between two polls
-        finally:
+        except OSError:  # a full disk: no marker left behind, the grace alone
             os.close(fd)
+            _unlink_quietly(self.root / name)
+            with self._lock:
+                self._marker = ""
+            return False
+        os.close(fd)
         try:
             deadline = time.monotonic() + timeout
             with self._lock:
@@ -485,3 +490,10 @@ def _sha_of(path: Path) -> str | None:
         return ""
     finally:
         os.close(fd)
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

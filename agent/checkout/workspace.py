@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +16,9 @@ from agent.core.events import AgentEvent, CompactionEvent, EventSink, ExternalCh
 from agent.checkout.gitcmd import shown
 from agent.checkout.journal import Journal, JournalError, UndoResult, project_key, state_home
 from agent.core.loop import AgentSession, Limits, Notes
+from agent.checkout.ignored import is_cache
 from agent.checkout.readstate import ReadState
+from agent.checkout.runs_later import runs_later
 from agent.core.resume import SessionResume
 from agent.checkout.sandbox import CommandRunner, LocalRunner, make_runner, sandbox_available
 from agent.checkout.sandbox_config import SandboxConfigError, load_settings
@@ -83,28 +86,104 @@ def locked_sink(sink: EventSink) -> EventSink:
     return emit
 
 
-MAX_NAMED_REPOSITORIES = 5
+MAX_NAMED = 5
+# ctime comes from the kernel's coarse clock, which may lag time.time_ns() by a few milliseconds.
+CTIME_SLACK_NS = 50_000_000
 
 
-def naming_new_repositories(sink: EventSink, journal: Journal) -> EventSink:
-    """At the end of each task, a warning naming the git repositories the agent made (`sub/.git`):
-    the user's git-aware shell prompt runs their config (core.fsmonitor...) on `cd sub`."""
-    known = journal.nested_repositories()  # the user's own, from the start snapshot
+def named(paths: list[str], limit: int = MAX_NAMED) -> str:
+    more = f" and {len(paths) - limit} more" if len(paths) > limit else ""
+    return ", ".join(shown(p) for p in paths[:limit]) + more
 
-    def emit(event: AgentEvent) -> None:
-        if isinstance(event, SummaryEvent):
-            made = sorted(journal.nested_repositories() - known)
-            known.update(made)
-            if made:
-                names = ", ".join(shown(m) + "/" for m in made[:MAX_NAMED_REPOSITORIES])
-                more = f" and {len(made) - MAX_NAMED_REPOSITORIES} more" if len(made) > MAX_NAMED_REPOSITORIES else ""
-                sink(NoticeEvent(level="warning", text=(
-                    f"the agent made a git repository in {names}{more}: git run there (a git-aware shell prompt "
-                    "does on cd) follows its .git/config, which can run programs; check or remove its .git first"
-                )))
-        sink(event)
 
-    return emit
+def writable_runs(runner: CommandRunner) -> int | None:
+    """Commands so far that ran with the repository writable (None: this runner does not count them)."""
+    return runner.writable_runs if isinstance(runner, LocalRunner) else None
+
+
+@dataclass
+class TaskReport:
+    """What the user hears about the checkout when a task ends: git repositories the agent made, files
+    changed outside the undo journal, changed files that run code later (agent.checkout.runs_later); and
+    the summary's `files_changed`: every file the agent's steps changed, by any tool, ignored ones too."""
+
+    journal: Journal
+    runner: CommandRunner
+    root: Path
+    known_repositories: set[str] = field(default_factory=set)
+    started_ns: int = 0
+    start_index: int = 0
+    start_runs: int | None = None
+    last: SummaryEvent | None = None  # the last task's summary as the user was told it
+
+    def task_started(self) -> None:
+        self.started_ns = time.time_ns() - CTIME_SLACK_NS
+        self.start_index = len(self.journal.snapshots) - 1
+        self.start_runs = writable_runs(self.runner)
+
+    def wrap(self, sink: EventSink) -> EventSink:
+        self.known_repositories = self.journal.nested_repositories()  # the user's own, at the start
+
+        def emit(event: AgentEvent) -> None:
+            if isinstance(event, SummaryEvent):
+                event = self.finish(event, sink)
+            sink(event)
+
+        return emit
+
+    def finish(self, summary: SummaryEvent, sink: EventSink) -> SummaryEvent:
+        journal = self.journal
+        made = sorted(journal.nested_repositories() - self.known_repositories)
+        self.known_repositories.update(made)
+        if made:
+            sink(NoticeEvent(level="warning", text=(
+                f"the agent made a git repository in {named([m + '/' for m in made])}: git run there (a git-aware "
+                "shell prompt does on cd) follows its .git/config, which can run programs; check or remove its .git first"
+            )))
+        runs = writable_runs(self.runner)
+        outside, stripped = journal.changed_outside(self.started_ns) if runs is None or runs != self.start_runs else ([], [])
+        outside = [p for p in outside if not is_cache(p.rstrip("/") + "/x")]
+        if outside:
+            took_off = f"; setuid/setgid/sticky/world-write bits taken off {named(stripped)}" if stripped else ""
+            sink(NoticeEvent(level="warning", text=(
+                f"changed outside the undo journal during this task (undo cannot put them back): {named(outside)}{took_off}"
+            )))
+        changed: list[str] = []
+        if 0 <= self.start_index < len(journal.snapshots) - 1:
+            try:
+                changed = journal.changed_between(journal.snapshots[self.start_index], journal.snapshots[-1])
+            except JournalError:
+                changed = []
+        changed = [p for p in changed if not is_cache(p)]
+        ignored = sorted(set(changed) & journal.ignored_paths())
+        if ignored:
+            sink(NoticeEvent(level="info", text=f"git-ignored files changed (undo puts them back; not in the patch): {named(ignored)}"))
+        later = [(p, why) for p in sorted(set(changed) | set(outside)) if (why := runs_later(p.rstrip("/"), self.root))]
+        if later:
+            listed = "; ".join(f"{shown(p)} ({why})" for p, why in later[:MAX_NAMED])
+            more = f"; and {len(later) - MAX_NAMED} more" if len(later) > MAX_NAMED else ""
+            sink(NoticeEvent(level="warning", text=f"changed files that run code on your machine later: {listed}{more}"))
+        files = set(summary.files_changed) | {p for p in journal.agent_changed if not is_cache(p)} | set(outside)
+        self.last = summary.model_copy(update={"files_changed": sorted(files)})
+        return self.last
+
+
+class JournaledWrites:
+    """The write observer of the agent's Write/Edit: the journal records a file it leaves outside before
+    the write lands (agent.checkout.journal.Journal.guard_write), then the watcher is told as before."""
+
+    def __init__(self, journal: Journal, watcher: RepoWatcher | None) -> None:
+        self.journal = journal
+        self.watcher = watcher
+
+    def expect_write(self, path: Path, data: bytes | None) -> None:
+        self.journal.guard_write(path)
+        if self.watcher is not None:
+            self.watcher.expect_write(path, data)
+
+    def agent_wrote(self, path: Path) -> None:
+        if self.watcher is not None:
+            self.watcher.agent_wrote(path)
 
 
 @dataclass
@@ -125,6 +204,7 @@ class Workspace:
     outputs: SavedOutputs | None = None
     # The saved session (agent.core.saved_sessions): resume, rewind; None when not saved.
     saved: SessionResume | None = None
+    report: TaskReport | None = None
 
     # -- what the UI shows ----------------------------------------------------------------------
 
@@ -157,8 +237,9 @@ class Workspace:
     # -- the conversation -----------------------------------------------------------------------
 
     def run(self, task: str) -> SummaryEvent:
-        """Work on `task` (blocks: call it from a worker thread)."""
-        return self.session.run(task)
+        """Work on `task` (blocks: call it from a worker thread); the summary as the user is told it."""
+        summary = self.session.run(task)
+        return self.report.last if self.report is not None and self.report.last is not None else summary
 
     def preload(self) -> bool:
         """Read the system prompt (or a resumed conversation whose saved state was not loaded) before the
@@ -312,7 +393,8 @@ def open_workspace(
         recorder.journal_index = lambda: len(journal.snapshots) - 1
         sink = fanout([sink, recorder])
     sink = locked_sink(sink)
-    session_sink = naming_new_repositories(sink, journal)
+    report = TaskReport(journal, base_runner, root)
+    session_sink = report.wrap(sink)
     read_state = ReadState()
     watcher: RepoWatcher | None = None
     notices = [SetupNotice(sandbox_status, live=not runner.sandboxed and not no_sandbox)]
@@ -334,10 +416,11 @@ def open_workspace(
     outputs = SavedOutputs()  # cut Bash outputs, for Read to page through (outside the repository)
     session = AgentSession(
         model, root, policy=policy, approver=approver, runner=runner, sink=session_sink, limits=limits,
-        read_state=read_state, write_observer=watcher, reasoning=reasoning, outputs=outputs,
+        read_state=read_state, write_observer=JournaledWrites(journal, watcher), reasoning=reasoning, outputs=outputs,
         notes=notes, after_step=snapshot_changes(journal, base_runner, watcher, sink),
     )
     saved: SessionResume | None = None
+    session.before_task = lambda prompt: report.task_started()
     if recorder is not None:
         saved = SessionResume(session, journal, recorder)
 
@@ -346,6 +429,7 @@ def open_workspace(
             foreign, mixed = watcher.take_since_snapshot() if watcher else (set(), set())
             for line in journal.record_step("before a prompt", foreign=foreign, mixed=mixed):
                 sink(NoticeEvent(level="warning", text=line))
+            report.task_started()
             assert recorder is not None
             recorder.before_task(prompt)
 
@@ -363,7 +447,7 @@ def open_workspace(
     return Workspace(
         session=session, journal=journal, runner=runner, watcher=watcher, sandbox_status=sandbox_status,
         watch_status=watcher.message if watcher else "", notices=notices, no_sandbox=no_sandbox,
-        outputs=outputs, saved=saved,
+        outputs=outputs, saved=saved, report=report,
     )
 
 
@@ -371,13 +455,14 @@ def snapshot_changes(
     journal: Journal, runner: CommandRunner, watcher: RepoWatcher | None, sink: EventSink,
 ) -> Callable[[int, list[ToolCall]], None]:
     """The session's after-step hook: a journal snapshot after each step that may have changed files."""
-    writable_runs = [runner.writable_runs if isinstance(runner, LocalRunner) else 0]
+    runs = [writable_runs(runner)]
 
     def after_step(step: int, calls: list[ToolCall]) -> None:
         changed = any(call.name in CHANGING_TOOLS for call in calls)
-        if isinstance(runner, LocalRunner):
-            changed |= runner.writable_runs != writable_runs[0]
-            writable_runs[0] = runner.writable_runs
+        now = writable_runs(runner)
+        if now is not None:
+            changed |= now != runs[0]
+            runs[0] = now
         else:
             changed |= any(call.name == "Bash" for call in calls)
         if changed:

@@ -52,6 +52,8 @@ class EditApprovalRequest(BaseModel):
     is_new_file: bool
     diff: str
     hunks: list[Hunk]
+    # Why the file holds code that runs later on the user's machine (agent.checkout.runs_later), or None.
+    runs_later: str | None = None
 
 
 class BashApprovalRequest(BaseModel):
@@ -205,8 +207,9 @@ class ApprovalPolicy:
         self.allow = allow
         self.sandboxed = sandboxed
 
-    def edit_needs_approval(self) -> bool:
-        return self.mode == "ask"
+    def edit_needs_approval(self, runs_later: str | None = None) -> bool:
+        """Ask mode asks for every change; auto-edit for a file that runs code later (a .pth, a Makefile...)."""
+        return self.mode == "ask" or (self.mode == "auto-edit" and runs_later is not None)
 
     def plan_bash(self, command: str) -> BashPlan:
         """CONTRACT "What without asking may do": in ask and auto-edit a command runs without a question
@@ -227,7 +230,10 @@ class ApprovalPolicy:
 
 @dataclass(frozen=True)
 class EditNeed:
-    """A Write/Edit: asks in ask mode; 'approve all' switches the session to auto-edit."""
+    """A Write/Edit: asks in ask mode, and in auto-edit for a file that runs code later; 'approve all'
+    switches the session to auto-edit."""
+
+    runs_later: str | None = None
 
 
 @dataclass(frozen=True)
@@ -305,7 +311,7 @@ class ApprovalOrchestrator:
 
     def _asks(self, need: ApprovalNeed) -> bool:
         if isinstance(need, EditNeed):
-            return self.policy.edit_needs_approval()
+            return self.policy.edit_needs_approval(need.runs_later)
         if isinstance(need, CommandNeed):
             return need.tried_to_write or self.policy.plan_bash(need.command).ask
         return True

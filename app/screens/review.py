@@ -42,6 +42,8 @@ class EditReviewScreen(PacedScreen[ApprovalDecision]):
         title.append(f"{visible(req.tool, one_line=True)} ", style="bold")
         title.append(visible(req.path, one_line=True), style="bold underline")
         title.append("  (new file)" if req.is_new_file else "")
+        if req.runs_later:
+            title.append(f"  runs code later: {req.runs_later}", style="bold yellow")
         title.append(f"  +{added}", style="bold green")
         title.append(f" -{removed}", style="bold red")
         title.append(f"  {len(req.hunks)} hunk{'s' if len(req.hunks) != 1 else ''}", style="dim")

@@ -54,7 +54,18 @@ def plant_links(outside: Path) -> str:
     )
 
 
-def test_ribbit_undo_refuses_to_restore_through_planted_links(tracked_folders: Path, outside: Path, tmp_path: Path) -> None:
+@pytest.fixture
+def links_not_journaled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No room for ignored files in the journal: the links the agent hides with .gitignore are not recorded
+    (within the budget they are, and undo simply removes them: see the test after these two)."""
+    from agent.checkout import ignored
+
+    monkeypatch.setattr(ignored, "IGNORED_FILES_BUDGET", 0)
+
+
+def test_ribbit_undo_refuses_to_restore_through_planted_links(
+    tracked_folders: Path, outside: Path, tmp_path: Path, links_not_journaled: None,
+) -> None:
     repo = tracked_folders
     workspace, _ = start(repo, write_replay(tmp_path / "r.jsonl", xml_call("Bash", command=plant_links(outside)), "done"))
     try:
@@ -80,7 +91,9 @@ def test_ribbit_undo_refuses_to_restore_through_planted_links(tracked_folders: P
     assert list(outside.iterdir()) == [] and not (repo / ".git" / "hooks" / "pre-commit").exists()
 
 
-def test_undo_last_refuses_the_same_links(tracked_folders: Path, outside: Path, tmp_path: Path) -> None:
+def test_undo_last_refuses_the_same_links(
+    tracked_folders: Path, outside: Path, tmp_path: Path, links_not_journaled: None,
+) -> None:
     repo = tracked_folders
     workspace, _ = start(repo, write_replay(tmp_path / "r.jsonl", xml_call("Bash", command=plant_links(outside)), "done"))
     try:
@@ -90,6 +103,24 @@ def test_undo_last_refuses_the_same_links(tracked_folders: Path, outside: Path, 
     finally:
         workspace.close()
     assert "\n" not in str(refused.value)
+    assert list(outside.iterdir()) == [] and not (repo / ".git" / "hooks" / "pre-commit").exists()
+
+
+def test_undo_removes_planted_links_it_journaled_and_puts_the_folders_back(
+    tracked_folders: Path, outside: Path, tmp_path: Path,
+) -> None:
+    """The links are git-ignored files within the journal's budget: recorded, so undo takes them away
+    (the links themselves, never what they point to) and writes the folders back, one folder at a time."""
+    repo = tracked_folders
+    workspace, _ = start(repo, write_replay(tmp_path / "r.jsonl", xml_call("Bash", command=plant_links(outside)), "done"))
+    try:
+        workspace.session.run("go")
+        undone = workspace.undo_last()
+    finally:
+        workspace.close()
+    assert {"conf", "githooks"} <= set(undone.deleted)
+    assert not (repo / "conf").is_symlink() and (repo / "conf" / "app.ini").read_text() == "[app]\nname = demo\n"
+    assert (repo / "githooks" / "pre-commit").stat().st_mode & 0o111
     assert list(outside.iterdir()) == [] and not (repo / ".git" / "hooks" / "pre-commit").exists()
 
 

@@ -144,6 +144,8 @@ class BashTool(Tool[BashArgs]):
             return (output + "\n" if output else "") + f"Command timed out after {args.timeout} s"
         if result.cancelled:
             return (output + "\n" if output else "") + "Command stopped by the user"
+        if result.stopped:
+            return (output + "\n" if output else "") + result.stopped[:1].upper() + result.stopped[1:]
         if result.exit_code:
             return (output + "\n" if output else "") + f"Exit code {result.exit_code}"
         return output or "(no output)"

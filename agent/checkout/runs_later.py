@@ -1,0 +1,98 @@
+"""Files whose content runs as code on the user's machine later, outside any sandbox.
+
+An agent that writes `.venv/lib/python3.11/site-packages/x.pth`, a Makefile target, `.envrc` or a CI
+workflow has not run anything yet: the user's next `python`, `make`, `cd` or push does. ribbit cannot
+stop that, but it can ask before such a write in auto-edit and name every such file the agent changed at
+the end of a task. The whole list lives here; extend it here.
+
+`runs_later(path)` answers for a path relative to the repository root (posix separators).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import stat
+from pathlib import Path, PurePosixPath
+
+# Folders that hold installed packages or an environment: anything written inside runs on import,
+# on activation or on the next install (`*.pth` files run at every Python start).
+ENVIRONMENT_FOLDERS: dict[str, str] = {
+    "site-packages": "installed Python packages (run on import; .pth files at every Python start)",
+    "dist-packages": "installed Python packages (run on import; .pth files at every Python start)",
+    "node_modules": "installed npm packages (run on require, and their install scripts)",
+    "__pypackages__": "installed Python packages (PEP 582)",
+    ".tox": "tox's virtual environments",
+    ".nox": "nox's virtual environments",
+    ".direnv": "direnv's environment",
+}
+# Names (fnmatch, matched against the file name) of files a tool runs by itself.
+FILE_NAMES: dict[str, str] = {
+    "Makefile": "a build file (make)", "makefile": "a build file (make)", "GNUmakefile": "a build file (make)",
+    "*.mk": "a build file (make)", "CMakeLists.txt": "a build file (cmake)", "*.cmake": "a build file (cmake)",
+    "setup.py": "a Python build script (pip install runs it)", "setup.cfg": "Python build settings",
+    "pyproject.toml": "Python build settings (build hooks, entry points)", "build.rs": "a Rust build script",
+    "package.json": "npm scripts (npm install / test run them)", "Rakefile": "a build file (rake)",
+    "Gemfile": "a Ruby bundle file", "build.gradle": "a build file (gradle)", "build.gradle.kts": "a build file (gradle)",
+    "pom.xml": "a build file (maven)", "meson.build": "a build file (meson)", "justfile": "a build file (just)",
+    "Justfile": "a build file (just)", "Taskfile.yml": "a build file (task)", "Dockerfile": "a container build file",
+    "conftest.py": "a pytest bootstrap (runs with every pytest)", "tox.ini": "a test runner's settings (tox)",
+    "noxfile.py": "a test runner's script (nox)", "pytest.ini": "pytest's settings (plugins it loads)",
+    "sitecustomize.py": "runs at every Python start", "usercustomize.py": "runs at every Python start",
+    "*.pth": "runs at every Python start, from site-packages",
+    ".envrc": "an environment hook (direnv runs it on cd)",
+    ".gitattributes": "git filters (run on checkout and add)", ".gitmodules": "git submodules (fetched and checked out)",
+    ".pre-commit-config.yaml": "git hooks (pre-commit runs them)", ".gitlab-ci.yml": "CI (runs on push)",
+    ".travis.yml": "CI (runs on push)", "Jenkinsfile": "CI (runs on push)", "azure-pipelines.yml": "CI (runs on push)",
+    "bitbucket-pipelines.yml": "CI (runs on push)", ".npmrc": "npm settings (scripts, registries)",
+    ".yarnrc.yml": "yarn settings (plugins)", ".bashrc": "a shell start-up file", ".profile": "a shell start-up file",
+    ".zshrc": "a shell start-up file",
+}
+# Folders (a path component, or a prefix of the path) whose files a tool runs.
+FOLDERS: dict[str, str] = {
+    ".github/workflows": "CI (runs on push)", ".circleci": "CI (runs on push)", ".buildkite": "CI (runs on push)",
+    ".vscode": "editor settings and tasks (VS Code runs them)", ".idea/runConfigurations": "IDE run configurations",
+    ".husky": "git hooks (husky)", ".githooks": "git hooks", ".devcontainer": "a dev container definition",
+    ".cargo": "cargo settings (build scripts, runners)",
+}
+
+
+VIRTUALENV = "a Python virtual environment (its python and activate scripts run it)"
+
+
+def runs_later(path: str, root: Path | None = None) -> str | None:
+    """Why this repository-relative path holds code that runs later on the user's machine, or None.
+
+    With `root`, a folder above the path that holds `pyvenv.cfg` (a virtualenv, whatever its name) counts too."""
+    parts = PurePosixPath(path).parts
+    if not parts:
+        return None
+    for part in parts[:-1]:
+        if part in ENVIRONMENT_FOLDERS:
+            return ENVIRONMENT_FOLDERS[part]
+    if root is not None and _in_virtualenv(root, parts[:-1]):
+        return VIRTUALENV
+    joined = f"/{'/'.join(parts[:-1])}/"
+    for folder, why in FOLDERS.items():
+        if f"/{folder}/" in joined:
+            return why
+    name = parts[-1]
+    for pattern, why in FILE_NAMES.items():
+        if fnmatch.fnmatchcase(name, pattern):
+            return why
+    return None
+
+
+def _in_virtualenv(root: Path, folders: tuple[str, ...]) -> bool:
+    for depth in range(1, len(folders) + 1):
+        try:
+            if stat.S_ISREG(os.lstat(root.joinpath(*folders[:depth], "pyvenv.cfg")).st_mode):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def is_environment_folder(name: str, entries: frozenset[str] | set[str] = frozenset()) -> bool:
+    """A folder that is an installed environment: named like one, or a virtualenv (holds pyvenv.cfg)."""
+    return name in ENVIRONMENT_FOLDERS or "pyvenv.cfg" in entries
