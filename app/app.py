@@ -23,16 +23,28 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.worker import Worker, WorkerState
 
-from agent.core.approvals import ApprovalDecision, ApprovalRequest, BashApprovalRequest, EditApprovalRequest
-from agent.core.events import (
-    AgentEvent, CompactionEvent, ExternalChangeEvent, MessageEvent, ModeChanged, NoticeEvent, PrefillEvent, ReasoningDelta, SummaryEvent,
-    TextDelta, ToolCallEvent, ToolResultEvent, TurnStarted, UsageEvent,
+from agent.session import ApprovalDecision, ApprovalRequest, BashApprovalRequest, EditApprovalRequest
+from agent.session import (
+    AgentEvent,
+    CompactionEvent,
+    ExternalChangeEvent,
+    MessageEvent,
+    ModeChanged,
+    NoticeEvent,
+    PrefillEvent,
+    ReasoningDelta,
+    SummaryEvent,
+    TextDelta,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnStarted,
+    UsageEvent,
 )
-from agent.core.instructions import INIT_TASK
-from agent.checkout.journal import JournalError
-from agent.core.loop import Limits, no_reasoning_switch
-from agent.core.saved_sessions import SavedSession, SessionError, SessionStore
-from agent.checkout.workspace import ModeError, SetupError, Workspace, open_workspace
+from agent.session import INIT_TASK
+from agent.session import JournalError
+from agent.session import Limits, no_reasoning_switch
+from agent.session import SavedSession, SessionError, SessionStore
+from agent.session import ModeError, SetupError, Workspace, open_workspace
 from app.messages import (
     ApprovalRequested, EventsReady, ModelLoaded, PromptSubmitted, RunFinished, SetupFailed, WorkspaceReady,
 )

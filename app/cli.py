@@ -9,47 +9,11 @@ import threading
 import warnings
 from collections.abc import Sequence
 
-from agent.core.approvals import MODES
+from agent.session import MODES
+from app.args import Parser, UsageError, on_off, positive, temperature
 from models.drafting import DRAFT_MODES
 
 SUBCOMMANDS = ("run", "quantize", "eval", "doctor", "undo")
-
-
-class UsageError(Exception):
-    pass
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse that raises instead of exiting, so main() controls the exit code (2) and message."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: error: {message}")
-
-
-def positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return value
-
-
-def temperature(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 <= value <= 5.0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be between 0 and 5")
-    return value
-
-
-def on_off(text: str) -> bool:
-    if text not in ("on", "off"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not on or off")
-    return text == "on"
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
@@ -111,7 +75,7 @@ def report_thread_failures() -> None:
     def hook(args: threading.ExceptHookArgs) -> None:
         if args.exc_type is SystemExit or args.exc_value is None:
             return
-        from agent.core.crashlog import describe
+        from agent.session import describe
         from app.visible import visible
 
         name = args.thread.name if args.thread is not None else "a background thread"
@@ -165,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # the contract: one line and exit 1, never a traceback
-        from agent.core.crashlog import describe
+        from agent.session import describe
         from app.visible import visible
 
         print(f"ribbit: error: internal error: {visible(describe(exc), one_line=True)}", file=sys.stderr)

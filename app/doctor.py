@@ -8,7 +8,7 @@ from pathlib import Path
 
 
 def doctor_main(argv: Sequence[str]) -> int:
-    from agent.checkout.diagnostics import agent_checks
+    from agent.session import agent_checks
     from models.diagnostics import ENDPOINT_CHECKS, model_checks
 
     root = Path(argv[argv.index("--repo") + 1]) if "--repo" in argv[:-1] else Path.cwd()

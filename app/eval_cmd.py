@@ -18,12 +18,12 @@ from typing import TextIO
 from agent.evaluation.report import OUTCOME_LABELS, markdown_report, model_labels
 from agent.evaluation.runner import EvalConfig, EvalProgress, EvalRun
 from agent.evaluation.tasks import TaskFileError, load_tasks, select
-from agent.core.loop import Limits
+from agent.session import Limits
 from models.api_keys import redact
 from models.base import ModelError
-from app.cli import Parser as EvalParser
-from app.cli import UsageError
-from app.cli import positive as positive_int
+from app.args import Parser as EvalParser
+from app.args import UsageError
+from app.args import positive as positive_int
 from app.visible import visible
 
 

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 
 from textual.message import Message
 
-from agent.core.approvals import ApprovalDecision, ApprovalRequest
+from agent.session import ApprovalDecision, ApprovalRequest
 
 if TYPE_CHECKING:
-    from agent.checkout.workspace import Workspace
+    from agent.session import Workspace
     from models.base import ChatModel
 
 

@@ -7,14 +7,14 @@ import sys
 from pathlib import Path
 from typing import IO, TextIO
 
-from agent.core.approvals import ApprovalDecision, ApprovalRequest, Approver, BashApprovalRequest
-from agent.core.events import AgentEvent, EventSink, NoticeEvent, StopReason, SummaryEvent
-from agent.checkout.journal import JournalError
-from agent.core.loop import Limits, run_interruptibly
-from agent.core.saved_sessions import SavedSession, SessionError, SessionStore
-from agent.core.transcript import TranscriptWriter, fanout
-from agent.core.unicode_text import valid_unicode
-from agent.checkout.workspace import SetupError, check_repo, open_workspace
+from agent.session import ApprovalDecision, ApprovalRequest, Approver, BashApprovalRequest
+from agent.session import AgentEvent, EventSink, NoticeEvent, StopReason, SummaryEvent
+from agent.session import JournalError
+from agent.session import Limits, run_interruptibly
+from agent.session import SavedSession, SessionError, SessionStore
+from agent.session import TranscriptWriter, fanout
+from agent.session import valid_unicode
+from agent.session import SetupError, check_repo, open_workspace
 from app.visible import visible
 from models.base import ChatModel, ModelError
 from models.spec import load_model
@@ -207,7 +207,7 @@ def run_review(
     stdout: IO[str],
 ) -> int:
     """`ribbit run --mode review`: run, review each hunk on stdin, apply, print the applied patch."""
-    from agent.checkout.review import ReviewSession, review_interactively
+    from agent.session import ReviewSession, review_interactively
 
     review = ReviewSession(model, Path(args.repo), sink=sink, limits=limits, no_sandbox=args.no_sandbox,
                            reasoning=args.reasoning)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from agent.core.loop import Limits
-from agent.core.saved_sessions import SessionError, SessionStore
-from agent.checkout.workspace import SetupError, check_repo
+from agent.session import Limits
+from agent.session import SessionError, SessionStore
+from agent.session import SetupError, check_repo
 from app.visible import visible
 from app.app import make_app
 

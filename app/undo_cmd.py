@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from agent.checkout.journal import Journal, JournalError, SessionInfo, open_journals, shown
+from agent.session import Journal, JournalError, SessionInfo, open_journals, shown
 from app.visible import visible
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from agent.core.approvals import RejectAll
 from agent.core.events import AgentEvent
-from agent.core.transcript import TranscriptWriter
-from agent.checkout.workspace import open_workspace
+from agent.session.transcript import TranscriptWriter
+from agent.session.workspace import open_workspace
 from models.replay import ReplayModel
 
 

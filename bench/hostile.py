@@ -31,8 +31,8 @@ MEMORY_CAP = 4 * 1024**3
 
 def _context(root: Path):  # type: ignore[no-untyped-def]
     from agent.core.approvals import AllowList, ApprovalOrchestrator, ApprovalPolicy
-    from agent.checkout.changes import ChangeGate
-    from agent.checkout.readstate import ReadState
+    from agent.core.tools.changes import ChangeGate
+    from agent.core.tools.readstate import ReadState
     from agent.checkout.sandbox import LocalRunner
     from agent.core.tools import ToolContext
     from agent.core.tools.base import ShellState

@@ -41,7 +41,7 @@ from agent.core.approvals import RejectAll
 from agent.core.events import AgentEvent, UsageEvent
 from agent.core.loop import Limits
 from agent.checkout.sandbox import sandbox_available
-from agent.checkout.workspace import open_workspace
+from agent.session.workspace import open_workspace
 from bench.quantize import QWEN35_TEMPLATE, QWEN_BPE
 from bench.reasoning_sessions import TASKS, ScriptedTask, forced_turns
 from bench.session import MODEL

@@ -37,6 +37,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import IO
 
+from agent.fs import is_git_dir_name
+
 GIT_TIMEOUT_S = 600.0
 FIFO_GRACE_S = 2.0  # a git command still running after this long may be stuck on a FIFO
 FIFO_POLL_S = 0.2
@@ -90,7 +92,6 @@ _HARDENED_ENVIRONMENT = {
 
 
 # Characters HFS+ ignores in names, so `.g\u200cit` is `.git` there (git's is_hfs_dotgit).
-_HFS_IGNORABLE = dict.fromkeys([0x200C, 0x200D, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x206A, 0x2070), 0xFEFF])
 
 
 class GitError(Exception):
@@ -400,18 +401,6 @@ def one_line(data: bytes | str, limit: int = 300) -> str:
     text = " ".join(text.split())
     text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
     return text[:limit] or "no message"
-
-
-def is_git_dir_name(name: str) -> bool:
-    """Whether a path component is `.git` on some file system: any case, HFS+ ignorable characters,
-    NTFS trailing dots and spaces, `:stream` suffixes and the 8.3 short name `git~1` (as git's own
-    verify_path rules, which refuse such paths in trees)."""
-    lowered = name.lower()
-    if name.isascii() and "git" not in lowered:
-        return False  # the common case, cheaply
-    if name.translate(_HFS_IGNORABLE).lower() == ".git":
-        return True
-    return lowered.split(":", 1)[0].rstrip(". ") in (".git", "git~1")
 
 
 def unstorable_reason(rel: str, *, is_link: bool = False) -> str | None:

@@ -23,7 +23,7 @@ from collections.abc import Container
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.checkout.gitcmd import is_git_dir_name
+from agent.fs import is_git_dir_name
 from agent.checkout.runs_later import ENVIRONMENT_FOLDERS, is_environment_folder
 from agent.fs import ALWAYS_UNSAFE, DIR_FLAGS, drop_bits, open_dir_confined
 

@@ -15,7 +15,7 @@ Undo restores exact bytes and modes. It first compares every file it would touch
 through no link, with the snapshot it takes back, and refuses (naming the file, restoring
 nothing) if it differs: changed by the user afterwards, hidden by .gitignore and then edited, a
 folder the user put files in, a link planted where a folder was. Writes walk folders one at a
-time with O_NOFOLLOW (agent/checkout/apply.py), so nothing is written through a link or into `.git`.
+time with O_NOFOLLOW (agent/fs.py), so nothing is written through a link or into `.git`.
 """
 
 from __future__ import annotations
@@ -27,14 +27,13 @@ import shutil
 import stat
 import tempfile
 import threading
-import time
 import weakref
 from collections.abc import Iterable
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from agent.checkout.apply import TEMP_SUFFIX, ApplyError, WriteObserver, atomic_symlink, atomic_write, remove_empty_dir, remove_file
+from agent.fs import TEMP_SUFFIX, ApplyError, WriteObserver, atomic_symlink, atomic_write, remove_empty_dir, remove_file
 from agent.checkout.gitcmd import (
     GitError,
     GitRepo,
@@ -46,6 +45,7 @@ from agent.checkout.gitcmd import (
 )
 from agent.checkout.snapshot import Blocked, TreeEntry, WorkTreeIndex
 from agent.fs import DIR_FLAGS, READ_FLAGS, open_dir_confined
+from agent.paths import new_session_id, private_git_dir
 
 RIBBIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "ribbit", "GIT_AUTHOR_EMAIL": "ribbit@localhost",
@@ -98,27 +98,6 @@ class SessionInfo(BaseModel):
 
 # What is on disk at a path: a tree entry, nothing, a folder, something else, or no way there.
 DiskState = TreeEntry | None | Blocked | str  # str: "folder" | "special"
-
-
-def state_home() -> Path:
-    return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "ribbit"
-
-
-def new_session_id() -> str:
-    """Sorts in the order sessions began, also within one second (sessions() breaks ties of its
-    one-second commit times by id, and undo takes the last): milliseconds, then 3 random hex digits."""
-    now = time.time()
-    return time.strftime("%Y%m%d-%H%M%S", time.localtime(now)) + f"-{int(now % 1 * 1000):03d}{os.urandom(2).hex()[:3]}"
-
-
-def project_key(root: Path) -> str:
-    """`NAME-HASH` for a folder: what ribbit's per-project state outside the repository is named by."""
-    resolved = root.resolve()
-    return f"{resolved.name}-{hashlib.sha256(str(resolved).encode()).hexdigest()[:16]}"
-
-
-def private_git_dir(root: Path) -> Path:
-    return state_home() / "journals" / f"{project_key(root)}.git"
 
 
 def journal_kind(root: Path) -> str:

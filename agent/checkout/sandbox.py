@@ -33,12 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from agent.checkout.sandbox_config import (
-    SandboxSettings, hidden_paths, exposed_inside, expand, home_dir, host_socket_paths, sandbox_env,
-)
+from agent.checkout.sandbox_config import SandboxSettings, hidden_paths, exposed_inside, expand, host_socket_paths, sandbox_env
+from agent.paths import home_dir
 
 if TYPE_CHECKING:
-    from agent.core.saved_outputs import Spool
+    from agent.checkout.output_spool import Spool
 
 HEAD_BYTES = 256 * 1024
 TAIL_BYTES = 256 * 1024
@@ -98,7 +97,7 @@ class CommandRunner(Protocol):
 
 class _Capture:
     """Keeps the head and tail of a stream so a runaway command cannot exhaust memory; the whole
-    stream also goes to `spool` (a file Read can page through, agent.core.saved_outputs) when given."""
+    stream also goes to `spool` (a file Read can page through, agent.checkout.output_spool) when given."""
 
     def __init__(self, spool: Spool | None = None) -> None:
         self.spool = spool
@@ -134,9 +133,10 @@ QUOTA_CHECK_S = 0.2  # how often a running command's disk use is looked at
 
 
 class WriteQuota:
-    """What one session may write to the repository's file system, measured as free space gone since the
-    session began (files the agent deletes give room back). Each command also gets the rest as its
-    largest file (`ulimit -f`), so one huge write fails at once instead of at the next check."""
+    """What one session may write to the repository's file system: the free space its writable commands
+    took while they ran (what the user and other programs write between commands is not counted; a
+    command that deletes gives room back). Each command also gets what is left as its largest file
+    (`ulimit -f`), so one huge write fails at once instead of at the next check."""
 
     def __init__(self, root: Path, limit_mb: int | None) -> None:
         self.root = root
@@ -145,13 +145,27 @@ class WriteQuota:
             self.limit = int(self.free_at_start * QUOTA_SHARE_OF_FREE) if self.free_at_start is not None else None
         else:
             self.limit = limit_mb << 20 if limit_mb > 0 else None  # 0: no quota
+        self.used = 0  # by the commands that have ended
+        self._free_before: int | None = None  # when the running command started
+
+    def command_started(self) -> None:
+        self._free_before = _free_bytes(self.root) if self.limit is not None else None
+
+    def command_ended(self) -> None:
+        self.used = self._in_use()
+        self._free_before = None
+
+    def _in_use(self) -> int:
+        if self._free_before is None:
+            return self.used
+        free = _free_bytes(self.root)
+        return self.used if free is None else max(0, self.used + self._free_before - free)
 
     def left(self) -> int | None:
         """Bytes the session may still write (None: no quota, or the disk cannot be measured)."""
         if self.limit is None or self.free_at_start is None:
             return None
-        free = _free_bytes(self.root)
-        return None if free is None else self.limit - (self.free_at_start - free)
+        return self.limit - self._in_use()
 
     def reached(self) -> str | None:
         left = self.left()
@@ -235,7 +249,11 @@ class LocalRunner:
             )
             with self.prepared(access):
                 argv = self.wrap(["bash", "-c", script], cwd, access)
-                capture, exit_code, timed_out, cancelled, stopped = self._execute(argv, cwd, timeout, cancel, cwd_write, spool)
+                self.quota.command_started()
+                try:
+                    capture, exit_code, timed_out, cancelled, stopped = self._execute(argv, cwd, timeout, cancel, cwd_write, spool)
+                finally:
+                    self.quota.command_ended()
             if access == "read-write":
                 for line in put_back_submodule_gits(self.submodules, self.root):
                     capture.feed(("\n" + line).encode())
@@ -690,7 +708,7 @@ def submodule_mounts(submodules: list[Submodule], root: Path) -> tuple[list[Path
 def put_back_submodule_gits(submodules: list[Submodule], root: Path) -> list[str]:
     """After a writable command: remove any submodule `.git` that is not the one the session started
     with (never following a link) and restore a gitfile's bytes. One `Error:` line for the model each."""
-    from agent.checkout.apply import remove_tree
+    from agent.fs import remove_tree
 
     lines = []
     for sub in submodules:
@@ -735,7 +753,7 @@ def _under_private_tree(path: Path) -> bool:
 
 def _ribbit_private_folders() -> list[Path]:
     """ribbit's own state (other projects' undo journals, allow lists): no command needs it."""
-    from agent.checkout.journal import state_home
+    from agent.paths import state_home
 
     return [state_home()]
 

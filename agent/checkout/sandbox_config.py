@@ -27,6 +27,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agent.paths import config_home, home_dir
+
 # Variables that tests, build tools and toolchains need; nothing that usually carries a secret.
 # `LC_ALL` is folded into LANG and LC_MESSAGES is pinned to C below (see sandbox_env).
 ENV_ALLOWED: tuple[str, ...] = (
@@ -98,13 +100,7 @@ class SandboxSettings(BaseModel):
 
 def config_path(environ: Mapping[str, str] | None = None) -> Path:
     environ = os.environ if environ is None else environ
-    base = environ.get("XDG_CONFIG_HOME") or str(home_dir(environ) / ".config")
-    return Path(base) / "ribbit" / "sandbox.toml"
-
-
-def home_dir(environ: Mapping[str, str] | None = None) -> Path:
-    environ = os.environ if environ is None else environ
-    return Path(environ.get("HOME") or Path.home())
+    return config_home(environ) / "sandbox.toml"
 
 
 def load_settings(environ: Mapping[str, str] | None = None) -> SandboxSettings:

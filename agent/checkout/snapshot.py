@@ -32,9 +32,10 @@ from pathlib import Path
 import pathspec
 
 from agent.fs import DIR_FLAGS, READ_FLAGS, drop_bits, open_dir_confined, unsafe_bits
-from agent.checkout.apply import TEMP_SUFFIX
+from agent.fs import TEMP_SUFFIX
 from agent.checkout.ignored import IgnoredFiles
-from agent.checkout.gitcmd import GitError, GitRepo, is_git_dir_name, run_git, shown, unstorable_reason
+from agent.checkout.gitcmd import GitError, GitRepo, run_git, shown, unstorable_reason
+from agent.fs import is_git_dir_name
 
 GIT_ERRORS = (GitError, OSError, ValueError)
 # Attributes that make `git add` change bytes: the user's index then holds converted blobs, so

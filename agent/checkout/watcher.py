@@ -38,11 +38,11 @@ from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserverVFS
 
-from agent.checkout.apply import TEMP_SUFFIX
+from agent.fs import TEMP_SUFFIX
 from agent.checkout.sandbox import Access, CommandResult, CommandRunner
 
 if TYPE_CHECKING:
-    from agent.core.saved_outputs import Spool
+    from agent.checkout.output_spool import Spool
 
 DEBOUNCE_S = 0.15  # a burst (editor save, git checkout) is reported once it has been quiet this long
 MAX_DELAY_S = 1.0  # ... or at the latest this long after its first event

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from agent.core.events import CompactionEvent, MessageEvent, NoticeEvent, PrefillEvent
-from agent.core.unicode_text import valid_unicode
+from agent.core.events import CompactionEvent, MessageEvent, NoticeEvent, PrefillEvent, StopRun
+from agent.text import valid_unicode
 from models.base import ChatModel, ContextFull, GenerationRequest, ModelError, PrefillProgress, TextChunk, TurnEnd
 from models.chat import ChatMessage, ToolSpec
 
@@ -264,8 +264,6 @@ class Compactor:
         if end is not None:
             s.report_usage(end)
         if end is not None and end.finish_reason == "cancelled":
-            from agent.core.loop import StopRun  # the loop imports this module
-
             raise StopRun("interrupted", "stopped by the user while the model summarised")
         if end is None:
             return ""

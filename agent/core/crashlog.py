@@ -7,7 +7,7 @@ import time
 import traceback
 from pathlib import Path
 
-from agent.checkout.journal import state_home
+from agent.paths import state_home
 
 
 def save_traceback(exc: BaseException) -> Path | None:

@@ -153,3 +153,12 @@ def transcript_record(event: AgentEvent) -> dict[str, Any] | None:
     if isinstance(event, MessageEvent):
         return event.transcript()
     return event.model_dump(exclude_none=False)
+
+
+class StopRun(Exception):
+    """Ends run() with a stop reason; the message says why, for the user."""
+
+    def __init__(self, reason: StopReason, message: str) -> None:
+        super().__init__(message)
+        self.reason: StopReason = reason
+        self.message = message

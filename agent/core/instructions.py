@@ -18,7 +18,8 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from agent.checkout.gitcmd import GitError, find_repository, session_repo
-from agent.checkout.sandbox_config import config_path, home_dir
+from agent.checkout.sandbox_config import config_path
+from agent.paths import home_dir
 
 # Per folder, the first of these that exists is used (CLAUDE.md only where there is no AGENTS.md).
 INSTRUCTION_NAMES = ("AGENTS.md", "agents.md", "CLAUDE.md")

@@ -16,7 +16,7 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, ValidationError
 
 from agent.core.approvals import ApprovalOrchestrator, ApprovalPolicy, Approver
-from agent.checkout.changes import AgentWriteObserver, ChangeGate
+from agent.core.tools.changes import AgentWriteObserver, ChangeGate
 from agent.core.compaction import Compactor
 from agent.core.crashlog import describe, one_line
 from agent.core.events import (
@@ -27,6 +27,7 @@ from agent.core.events import (
     PrefillEvent,
     ReasoningDelta,
     StopReason,
+    StopRun,
     SummaryEvent,
     TextDelta,
     ToolCallEvent,
@@ -37,15 +38,15 @@ from agent.core.events import (
 from agent.core.instructions import MAX_TOTAL_BYTES, ProjectInstructions, load_instructions
 from agent.core.output_budget import OutputBudget, budget_for, model_token_counter
 from agent.core.prompt import system_prompt
-from agent.checkout.readstate import ReadState
+from agent.core.tools.readstate import ReadState
 from agent.core.repeats import RepeatDetector
 from agent.checkout.sandbox import CommandRunner
-from agent.core.saved_outputs import SavedOutputs
+from agent.checkout.output_spool import SavedOutputs
 from agent.core.screening import screened
 from agent.core.stream import StreamSplitter
 from agent.core.tools import Tool, ToolContext, ToolError, default_tools
 from agent.core.tools.base import ShellState
-from agent.core.unicode_text import valid_unicode
+from agent.text import valid_unicode
 from models.base import (
     ChatModel,
     ContextFull,
@@ -69,15 +70,6 @@ class Limits(BaseModel):
     turn_tokens: int = 8192
     # Tokens one tool result may take (--tool-output-tokens); None: sized by the model's prompt speed.
     tool_output_tokens: int | None = None
-
-
-class StopRun(Exception):
-    """Ends run() with a stop reason; the message says why, for the user."""
-
-    def __init__(self, reason: StopReason, message: str) -> None:
-        super().__init__(message)
-        self.reason: StopReason = reason
-        self.message = message
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.core.unicode_text import lone_surrogate, valid_unicode
+from agent.text import lone_surrogate, valid_unicode
 from models.chat import ParsedTurn, ToolCall
 
 # Tool arguments are flat (strings, numbers, flags); anything nested deeper than this is an attack

@@ -22,11 +22,24 @@ from pydantic import ValidationError
 
 from agent.core.approvals import RejectAll
 from agent.evaluation.repos import (
-    GitError, add_worktree, apply_patch, copy_over, prepare_cache, remove_worktree, restore_from_base,
+    GitError,
+    add_worktree,
+    apply_patch,
+    copy_over,
+    prepare_cache,
+    remove_worktree,
+    restore_from_base,
 )
 from agent.evaluation.grading import files_to_put_back, followup_commands, verdict
 from agent.evaluation.report import (
-    CommandOutcome, JobResult, Outcome, json_report, markdown_report, model_key, predictions_files, write_atomic,
+    CommandOutcome,
+    JobResult,
+    Outcome,
+    json_report,
+    markdown_report,
+    model_key,
+    predictions_files,
+    write_atomic,
 )
 from agent.evaluation.tasks import DEFAULT_TIME_LIMIT_S, EvalTask
 from agent.evaluation.testlog import TestStatus, parse_test_log, status_of
@@ -35,8 +48,8 @@ from agent.checkout.journal import JournalError
 from agent.core.loop import AgentSession, Limits
 from agent.checkout.sandbox import make_runner
 from agent.checkout.sandbox_config import SandboxConfigError, load_settings
-from agent.core.transcript import TranscriptWriter, fanout
-from agent.checkout.workspace import SetupError, open_workspace
+from agent.session.transcript import TranscriptWriter, fanout
+from agent.session.workspace import SetupError, open_workspace
 from models.base import ChatModel, ModelError
 
 LIMIT_STOPS = frozenset({"max_steps", "context", "turn_tokens"})

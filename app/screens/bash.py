@@ -8,7 +8,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Footer, Static
 
-from agent.core.approvals import ApprovalDecision, BashApprovalRequest, command_prefix
+from agent.session import ApprovalDecision, BashApprovalRequest, command_prefix
 from app.screens.pacing import PacedModalScreen
 from app.visible import visible
 

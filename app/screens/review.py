@@ -8,7 +8,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Footer, Input, Static
 
-from agent.core.approvals import ApprovalDecision, EditApprovalRequest
+from agent.session import ApprovalDecision, EditApprovalRequest
 from app.screens.pacing import PacedScreen
 from app.visible import visible
 from app.widgets.diff_view import SIDE_BY_SIDE_MIN_WIDTH, HunkView, lexer_for

@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
-from agent.core.saved_sessions import SavedSession, preview
+from agent.session import SavedSession, preview
 from app.screens.pacing import PacedScreen
 from app.visible import visible
 

@@ -10,7 +10,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from agent.checkout.diffs import Hunk
+from agent.session import Hunk
 from app.visible import visible
 
 ADDED_BG = Style(bgcolor="#0f3d1f")

@@ -11,7 +11,7 @@ import pytest
 from agent.core.approvals import ApprovalDecision, ApprovalRequest
 from agent.core.events import AgentEvent, CompactionEvent, SummaryEvent, UsageEvent
 from agent.core.loop import Limits
-from agent.checkout.workspace import open_workspace
+from agent.session.workspace import open_workspace
 from models.embedded import embedded_model_path
 from models.llama_backend import LlamaCppModel
 from tests.conftest import xml_call

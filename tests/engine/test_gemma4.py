@@ -15,7 +15,7 @@ from agent.core.events import NoticeEvent
 from agent.core.loop import Limits
 from models.dialects import parser_for
 from agent.core.tools import default_tools
-from agent.checkout.workspace import open_workspace
+from agent.session.workspace import open_workspace
 from models.base import GenerationRequest, PrefillProgress, TextChunk, TurnEnd
 from models.chat import ChatMessage, ToolCall
 from models.dialects import gemma4

@@ -8,7 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
-from agent.core.saved_sessions import SessionStore
+from agent.session.store import SessionStore
 from tests.functional.helpers import ribbit_subprocess
 
 ENGINE = ["--threads", "1", "--temperature", "0", "--draft", "none", "--mode", "auto-edit", "--no-sandbox",

@@ -9,7 +9,7 @@ from pathlib import Path
 from agent.core.approvals import ApprovalDecision, ApprovalRequest
 from agent.core.events import AgentEvent, UsageEvent
 from agent.core.loop import Limits
-from agent.checkout.workspace import open_workspace
+from agent.session.workspace import open_workspace
 from models.llama_backend import LlamaCppModel
 from tests.conftest import xml_call
 from tests.engine.forced import ForcedTurns

@@ -77,7 +77,7 @@ def test_the_live_stream_shows_gemmas_reasoning_apart_and_never_its_markup(tmp_p
     pieces, so markers arrive split across chunks."""
     from agent.core.approvals import RejectAll
     from agent.core.events import ReasoningDelta, TextDelta
-    from agent.checkout.workspace import open_workspace
+    from agent.session.workspace import open_workspace
     from models.replay import ReplayModel
 
     events: list[object] = []

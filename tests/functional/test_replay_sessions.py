@@ -202,7 +202,7 @@ def test_cancel_stops_the_turn_and_the_session_can_go_on(tmp_path, repo, replay_
     import threading
 
     from agent.core.approvals import RejectAll
-    from agent.checkout.workspace import open_workspace
+    from agent.session.workspace import open_workspace
     from models.replay import ReplayModel
 
     events = []

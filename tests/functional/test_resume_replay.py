@@ -8,8 +8,9 @@ import json
 import re
 from pathlib import Path
 
-from agent.checkout.journal import Journal, state_home
-from agent.core.saved_sessions import SESSION_FILE, SessionStore
+from agent.checkout.journal import Journal
+from agent.paths import state_home
+from agent.session.store import SESSION_FILE, SessionStore
 from tests.conftest import xml_call
 from tests.functional.helpers import ribbit_run
 

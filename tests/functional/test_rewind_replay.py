@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from agent.core.approvals import ApprovalDecision, ApprovalRequest
-from agent.core.saved_sessions import SessionError, SessionStore
-from agent.checkout.workspace import Workspace, open_workspace
+from agent.session.store import SessionError, SessionStore
+from agent.session.workspace import Workspace, open_workspace
 from models.replay import ReplayModel
 from tests.conftest import xml_call
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from agent.core.output_budget import SECONDS_PER_RESULT, budget_for
-from agent.checkout.workspace import open_workspace
+from agent.session.workspace import open_workspace
 from models.base import Chunk, GenerationRequest
 from models.replay import ReplayModel
 from tests.conftest import xml_call

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from agent.core.approvals import ApprovalDecision, ApprovalRequest
 from agent.core.events import AgentEvent
-from agent.checkout.workspace import Workspace, open_workspace
+from agent.session.workspace import Workspace, open_workspace
 from models.base import Chunk, GenerationRequest
 from models.replay import ReplayModel
 

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from agent.core.approvals import ApprovalDecision, ApprovalRequest, BashApprovalRequest
-from agent.checkout.workspace import Workspace, open_workspace
+from agent.session.workspace import Workspace, open_workspace
 from tests.safety.helpers import HookedReplay, Recorder, tool_outputs, write_replay
 
 # The sandbox has a private /tmp, so anything a test wants it to *find* on the host lives here.

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.checkout.apply import TEMP_SUFFIX, ApplyError, atomic_write
+from agent.fs import TEMP_SUFFIX, ApplyError, atomic_write
 from agent.checkout.journal import Journal
 from tests.conftest import git
 from tests.unit.helpers import call, make_ctx

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.checkout.workspace import project_state
+from agent.paths import project_state
 from tests.conftest import git, tree_bytes, xml_call
 from tests.functional.helpers import ribbit_run
 from tests.safety.helpers import tool_outputs
@@ -144,7 +144,7 @@ def test_ribbit_run_asks_on_stdin_when_a_read_only_command_tried_to_write(
 def test_a_read_only_only_plan_never_asks_and_tells_the_model(work: Path, tmp_path: Path) -> None:
     """What issue 14's `plan` mode will reuse: every command read-only, no question, a note on a write."""
     from agent.core.approvals import READ_ONLY_ONLY
-    from agent.checkout.workspace import open_workspace
+    from agent.session.workspace import open_workspace
     from tests.safety.helpers import HookedReplay, Recorder, write_replay
 
     before = tree_bytes(work)

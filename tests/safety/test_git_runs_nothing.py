@@ -20,7 +20,7 @@ import pytest
 
 from agent.checkout import gitcmd
 from agent.checkout.gitcmd import GitError, GitRepo, find_repository
-from agent.checkout.review import ReviewSession
+from agent.session.review import ReviewSession
 from tests.conftest import git, xml_call
 from tests.safety.helpers import HookedReplay, Recorder, start, tool_outputs, write_replay
 

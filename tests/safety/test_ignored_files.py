@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.checkout.workspace import open_workspace
+from agent.session.workspace import open_workspace
 from agent.core.approvals import ApprovalDecision, ApprovalRequest, EditApprovalRequest
 from tests.conftest import git, tree_bytes, xml_call
 from tests.safety.cli import ribbit_cli

@@ -250,7 +250,7 @@ def test_session_ids_sort_in_the_order_sessions_began_within_one_second() -> Non
     last, found the other's later change on its file, and refused."""
     import time
 
-    from agent.checkout.journal import new_session_id
+    from agent.paths import new_session_id
 
     ids = []
     for _ in range(40):

@@ -135,7 +135,7 @@ def test_the_task_carries_the_plan_note_and_the_system_prompt_does_not(work: Pat
 def test_switching_to_plan_mode_refuses_edits_from_the_next_call(work: Path, tmp_path: Path) -> None:
     from agent.core.events import ModeChanged
     from tests.safety.helpers import HookedReplay, Recorder, write_replay
-    from agent.checkout.workspace import open_workspace
+    from agent.session.workspace import open_workspace
 
     before = tree_bytes(work)
     recorder = Recorder()

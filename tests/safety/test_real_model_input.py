@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from agent.core.approvals import RejectAll
-from agent.checkout.workspace import open_workspace
+from agent.session.workspace import open_workspace
 from agent.core.loop import Limits
 from models.base import Chunk, GenerationRequest, TextChunk, TurnEnd, Usage
 from models.embedded import embedded_model_path

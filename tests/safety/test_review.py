@@ -9,7 +9,7 @@ import pytest
 
 from agent.core.approvals import ApprovalDecision
 from agent.checkout.journal import Journal
-from agent.checkout.review import ReviewSession, review_interactively
+from agent.session.review import ReviewSession, review_interactively
 from tests.conftest import git, tree_bytes, xml_call
 from tests.functional.helpers import ribbit_run
 from tests.safety.helpers import HookedReplay, Recorder, write_replay

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agent.checkout.sandbox import BwrapRunner, LocalRunner, bwrap_works
-from agent.checkout.workspace import SetupError
+from agent.session.workspace import SetupError
 from tests.conftest import xml_call
 from tests.safety.helpers import start, tool_outputs, write_replay
 
@@ -152,7 +152,7 @@ def test_output_is_capped_head_and_tail(repo: Path, tmp_path: Path) -> None:
 def test_without_a_sandbox_full_auto_refuses_and_ask_mode_asks_for_every_command(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("agent.checkout.workspace.sandbox_available", lambda: (False, "bubblewrap is not installed"))
+    monkeypatch.setattr("agent.session.workspace.sandbox_available", lambda: (False, "bubblewrap is not installed"))
     replay = write_replay(tmp_path / "r.jsonl", xml_call("Bash", command="ls"))
     with pytest.raises(SetupError, match="--no-sandbox"):
         start(repo, replay, mode="full-auto", watch=False)

@@ -15,7 +15,13 @@ import pytest
 
 from agent.checkout.sandbox import BwrapRunner
 from agent.checkout.sandbox_config import (
-    SandboxConfigError, config_path, hidden_paths, host_socket_paths, load_settings, sandbox_env, SandboxSettings,
+    SandboxConfigError,
+    config_path,
+    hidden_paths,
+    host_socket_paths,
+    load_settings,
+    sandbox_env,
+    SandboxSettings,
 )
 from tests.conftest import git, xml_call
 from tests.safety.helpers import tool_outputs

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.checkout.apply import ApplyError, atomic_write
+from agent.fs import ApplyError, atomic_write
 from agent.checkout.journal import JournalError
-from agent.checkout.review import ReviewSession
+from agent.session.review import ReviewSession
 from tests.conftest import git, xml_call
 from tests.safety.helpers import HookedReplay, Recorder, start, write_replay
 

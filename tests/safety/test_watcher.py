@@ -8,9 +8,9 @@ import threading
 import time
 from pathlib import Path
 
-from agent.core.transcript import TranscriptWriter, fanout
+from agent.session.transcript import TranscriptWriter, fanout
 from agent.checkout.watcher import ExternalChange, RepoWatcher
-from agent.checkout.workspace import open_workspace
+from agent.session.workspace import open_workspace
 from tests.conftest import git, xml_call
 from tests.safety.helpers import HookedReplay, Recorder, YesApprover, tool_outputs, write_replay
 
@@ -102,7 +102,7 @@ def test_tree_too_big_for_inotify_falls_back_to_polling(repo: Path, monkeypatch)
 
 def test_ribbits_own_writes_and_removals_are_never_outside_changes(repo: Path) -> None:
     """Recognised before the rename lands, so a slow fsync cannot make the agent's write look foreign."""
-    from agent.checkout.apply import atomic_write, remove_file
+    from agent.fs import atomic_write, remove_file
 
     seen: list[ExternalChange] = []
     got = threading.Event()
@@ -217,7 +217,7 @@ def test_a_tree_too_deep_for_inotify_is_polled_from_the_start(tmp_path: Path, re
 def test_the_agents_write_then_its_command_on_the_same_file_stay_the_agents(repo: Path) -> None:
     """A Write whose event is still waiting (debounce) when the agent's next command changes the same
     file is judged by content before the command runs, so neither counts as an outside change."""
-    from agent.checkout.apply import atomic_write
+    from agent.fs import atomic_write
     from agent.checkout.sandbox import LocalRunner
     from agent.checkout.watcher import WatchedRunner
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent.core.events import ExternalChangeEvent, PrefillEvent
-from agent.checkout.workspace import project_state
+from agent.paths import project_state
 from app.screens.bash import BashApprovalScreen
 from app.screens.review import EditReviewScreen
 from app.screens.session_diff import SessionDiffScreen

@@ -84,7 +84,7 @@ async def test_a_model_switched_to_with_model_reads_the_system_prompt_before_the
 
 
 def test_a_task_started_during_the_preload_waits_for_it_and_reads_nothing_twice(repo: Path, tmp_path: Path) -> None:
-    from agent.checkout.workspace import open_workspace
+    from agent.session.workspace import open_workspace
     from agent.core.approvals import RejectAll
 
     model = LlamaCppModel(embedded_model_path(), n_ctx=4096, temperature=0.0, state_dir=tmp_path / "states",
@@ -117,7 +117,7 @@ def test_a_task_started_during_the_preload_waits_for_it_and_reads_nothing_twice(
 
 @pytest.mark.anyio
 async def test_a_resumed_conversation_whose_saved_state_is_gone_is_read_before_the_next_task(repo: Path, tmp_path: Path) -> None:
-    from agent.core.saved_sessions import SessionStore
+    from agent.session.store import SessionStore
     from tests.functional.helpers import ribbit_subprocess
 
     done = ribbit_subprocess("run", "Say hello.", "--repo", str(repo), "--threads", "1", "--temperature", "0",

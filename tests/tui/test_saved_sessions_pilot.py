@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.core.saved_sessions import SessionStore
+from agent.session.store import SessionStore
 from app.app import make_app
 from app.screens.sessions import RewindScreen, SessionPickerScreen
 from app.widgets.transcript import Notice, UserMessage

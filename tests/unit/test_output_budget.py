@@ -1,5 +1,5 @@
 """Tool results sized by a token budget (agent.core.output_budget) and cut Bash output saved for Read
-(agent.core.saved_outputs): the budget holds, the note names the exact call, and that call gets the rest."""
+(agent.checkout.output_spool): the budget holds, the note names the exact call, and that call gets the rest."""
 
 from __future__ import annotations
 
@@ -11,10 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.core.output_budget import (
-    CEILING_TOKENS, FLOOR_TOKENS, SECONDS_PER_RESULT, OutputBudget, budget_for, estimate_tokens,
-)
-from agent.core.saved_outputs import SavedOutputs
+from agent.core.output_budget import CEILING_TOKENS, FLOOR_TOKENS, SECONDS_PER_RESULT, OutputBudget, budget_for, estimate_tokens
+from agent.checkout.output_spool import SavedOutputs
 from tests.unit.helpers import call, make_ctx
 
 NOTE = re.compile(r'Read file_path="(?P<path>[^"]+)" offset=(?P<offset>\d+)')

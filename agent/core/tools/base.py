@@ -15,10 +15,10 @@ from models.chat import ToolSpec
 
 if TYPE_CHECKING:
     from agent.core.approvals import ApprovalOrchestrator
-    from agent.checkout.changes import ChangeGate
-    from agent.checkout.readstate import ReadState
+    from agent.core.tools.changes import ChangeGate
+    from agent.core.tools.readstate import ReadState
     from agent.checkout.sandbox import CommandRunner
-    from agent.core.saved_outputs import SavedOutputs
+    from agent.checkout.output_spool import SavedOutputs
 
 
 class ToolError(Exception):

@@ -7,7 +7,7 @@ from pydantic import Field
 from agent.core.approvals import Access, ApprovalDecision, BashApprovalRequest, CommandNeed
 from agent.core.output_budget import OutputBudget
 from agent.checkout.sandbox import CommandResult, SandboxError, tried_to_write
-from agent.core.saved_outputs import Spool
+from agent.checkout.output_spool import Spool
 from agent.core.tools.base import Tool, ToolArgs, ToolContext, ToolError
 from agent.core.tools.paths import display_path
 

@@ -6,7 +6,7 @@ import re
 
 from pydantic import Field
 
-from agent.checkout.apply import detect_newline, is_binary, to_lf, with_newline
+from agent.fs import detect_newline, is_binary, to_lf, with_newline
 from agent.core.tools.base import Tool, ToolArgs, ToolContext, ToolError
 from agent.core.tools.files import MAX_EDIT_BYTES, read_for_edit
 from agent.core.tools.paths import display_path, resolve_in_root

@@ -6,7 +6,8 @@ from pathlib import Path
 import pathspec
 from pydantic import Field
 
-from agent.checkout.gitcmd import GitError, is_git_dir_name, session_repo
+from agent.checkout.gitcmd import GitError, session_repo
+from agent.fs import is_git_dir_name
 from agent.core.tools.base import Tool, ToolArgs, ToolContext, ToolError
 from agent.core.tools.files import open_regular
 from agent.core.tools.glob_pattern import GlobPatternError, compile_glob, glob_matches

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from agent.checkout.gitcmd import is_git_dir_name
+from agent.fs import is_git_dir_name
 from agent.core.tools.base import ToolError
 
 PATH_MAX = 4096

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from agent.checkout.apply import is_binary
+from agent.fs import is_binary
 from agent.core.tools.base import Tool, ToolArgs, ToolContext, ToolError
 from agent.core.tools.files import MAX_EDIT_BYTES, read_for_edit
 from agent.core.tools.paths import display_path, resolve_in_root

@@ -6,10 +6,20 @@ import hashlib
 import threading
 from pathlib import Path, PurePosixPath
 
-from agent.core.saved_sessions import SavedRead
+from pydantic import BaseModel
+
 from agent.core.tools.base import ToolError
 from agent.core.tools.files import FileStamp, file_sha256
 from agent.core.tools.paths import resolve_in_root
+
+
+class SavedRead(BaseModel):
+    """A file the agent had read, as it was then (the session store keeps them): a resumed session may
+    change it without reading it again only while it is still exactly that."""
+
+    sha256: str
+    mtime_ns: int
+    size: int
 
 
 def stamp_bytes(data: bytes, path: Path) -> FileStamp:

@@ -1,4 +1,4 @@
-"""Resume and rewind a saved session (agent.core.saved_sessions) on a live one, without re-reading it.
+"""Resume and rewind a saved session (agent.session.store) on a live one, without re-reading it.
 
 - Resume: the saved conversation comes back; with the same model (identity: file and the settings that
   change its state) its saved state is loaded, so nothing of the old conversation is evaluated again; with
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from agent.core.events import NoticeEvent
 from agent.checkout.journal import Journal
-from agent.core.saved_sessions import SavedSession, SessionError, SessionRecorder, TaskStart, preview
+from agent.session.store import SavedSession, SessionError, SessionRecorder, TaskStart, preview
 from models.chat import ChatMessage
 from models.saved_points import SavesPoints, read_meta
 

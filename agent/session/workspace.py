@@ -9,22 +9,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.checkout.apply import read_regular
+from agent.fs import read_regular
 from agent.core.approvals import MODES, AllowList, ApprovalPolicy, Approver, Mode
 from agent.checkout.diffs import unified_diff
 from agent.core.events import AgentEvent, CompactionEvent, EventSink, ExternalChangeEvent, NoticeEvent, SummaryEvent
 from agent.checkout.gitcmd import shown
-from agent.checkout.journal import Journal, JournalError, UndoResult, project_key, state_home
+from agent.checkout.journal import Journal, JournalError, UndoResult
+from agent.paths import project_state
 from agent.core.loop import AgentSession, Limits, Notes
 from agent.checkout.ignored import is_cache
-from agent.checkout.readstate import ReadState
+from agent.core.tools.readstate import ReadState
 from agent.checkout.runs_later import runs_later
-from agent.core.resume import SessionResume
+from agent.session.resume import SessionResume
 from agent.checkout.sandbox import CommandRunner, LocalRunner, make_runner, sandbox_available
 from agent.checkout.sandbox_config import SandboxConfigError, load_settings
-from agent.core.saved_outputs import SavedOutputs
-from agent.core.saved_sessions import SavedSession, SessionRecorder
-from agent.core.transcript import fanout
+from agent.checkout.output_spool import SavedOutputs
+from agent.session.store import SavedSession, SessionRecorder
+from agent.session.transcript import fanout
 from agent.checkout.watcher import ExternalChange, RepoWatcher, WatchedRunner
 from models.base import ChatModel, ModelInfo
 from models.chat import ChatMessage, ToolCall
@@ -49,11 +50,6 @@ class SetupNotice:
 
     text: str
     live: bool = False
-
-
-def project_state(root: Path) -> Path:
-    """Per-project settings folder (kept outside the repository, so nothing leaks into commits)."""
-    return state_home() / "projects" / project_key(root)
 
 
 def check_repo(repo: str | Path) -> Path:
@@ -202,7 +198,7 @@ class Workspace:
     no_sandbox: bool = False
     # Cut Bash outputs, kept outside the repository for Read to page through.
     outputs: SavedOutputs | None = None
-    # The saved session (agent.core.saved_sessions): resume, rewind; None when not saved.
+    # The saved session (agent.session.store): resume, rewind; None when not saved.
     saved: SessionResume | None = None
     report: TaskReport | None = None
 
@@ -311,10 +307,10 @@ class Workspace:
         return self.session.compact(focus=focus)
 
     def rewind(self, index: int, *, files: bool = True, conversation: bool = True) -> str:
-        """`/rewind`: back to before the user's prompt `index` (agent.core.resume); one line saying what it did.
+        """`/rewind`: back to before the user's prompt `index` (agent.session.resume); one line saying what it did.
         SessionError / JournalError (one line, nothing changed) where it refuses."""
         if self.saved is None:
-            from agent.core.saved_sessions import SessionError
+            from agent.session.store import SessionError
 
             raise SessionError("this session is not saved, so it has no rewind points")
         with self.session.exclusive():  # not while a preload reads the system prompt
@@ -359,7 +355,7 @@ def open_workspace(
     save: bool = False,
     resume: SavedSession | None = None,
 ) -> Workspace:
-    """`save`: keep the session on disk as it goes (agent.core.saved_sessions: the TUI and `ribbit run` do;
+    """`save`: keep the session on disk as it goes (agent.session.store: the TUI and `ribbit run` do;
     eval, review and benchmarks do not); `resume`: go on with a saved one (implies save)."""
     root = check_repo(root)
     try:

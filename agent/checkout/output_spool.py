@@ -30,7 +30,7 @@ _NAME = re.compile(r"bash-[0-9]{1,9}\.txt")
 
 
 def outputs_home() -> Path:
-    from agent.checkout.journal import state_home
+    from agent.paths import state_home
 
     return state_home() / "outputs"
 
@@ -119,7 +119,7 @@ class SavedOutputs:
             if self.folder is None:
                 self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
                 _prune(self.home)
-                from agent.checkout.journal import new_session_id
+                from agent.paths import new_session_id
 
                 folder = self.home / new_session_id()
                 folder.mkdir(mode=0o700)

@@ -32,7 +32,8 @@ from typing import Literal
 from pydantic import BaseModel, ValidationError
 
 from agent.core.events import AgentEvent, CompactionEvent, MessageEvent, SummaryEvent, UsageEvent
-from agent.checkout.journal import state_home
+from agent.core.tools.readstate import SavedRead
+from agent.paths import project_state, state_home
 from models.base import ChatModel
 from models.chat import ChatMessage
 from models.saved_points import META_SUFFIX, SavesPoints, meta_path, prune_points
@@ -60,15 +61,6 @@ class TaskStart(BaseModel):
     journal_index: int  # the journal snapshot the files were at
     state: str | None = None  # the saved model state at that point (a file in the session folder)
     at: float = 0.0
-
-
-class SavedRead(BaseModel):
-    """A file the agent had read, as it was then (agent.checkout.readstate): a resumed session may
-    change it without reading it again only while it is still exactly that."""
-
-    sha256: str
-    mtime_ns: int
-    size: int
 
 
 class SavedSession(BaseModel):
@@ -100,8 +92,6 @@ def preview(text: str, limit: int = PROMPT_PREVIEW) -> str:
 
 
 def sessions_folder(root: Path) -> Path:
-    from agent.checkout.workspace import project_state  # workspace imports this module
-
     return project_state(root) / "sessions"
 
 

@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from agent.checkout.apply import WriteObserver, atomic_write, encode_text
+from agent.fs import WriteObserver, atomic_write, encode_text
 from agent.core.approvals import ApprovalOrchestrator, EditApprovalRequest, EditNeed
 from agent.checkout.diffs import apply_hunks, make_hunks, unified_diff
-from agent.checkout.readstate import ReadState
+from agent.core.tools.readstate import ReadState
 from agent.checkout.runs_later import runs_later
 
 

@@ -19,14 +19,15 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from agent.checkout.apply import ApplyError, atomic_symlink, atomic_write, is_binary, remove_file, remove_tree, write_new_file
+from agent.fs import ApplyError, atomic_symlink, atomic_write, is_binary, remove_file, remove_tree, write_new_file
 from agent.core.approvals import Approver, PatchHunkApprovalRequest, RejectAll
 from agent.checkout.diffs import Hunk, apply_hunks, make_hunks
 from agent.core.events import EventSink, SummaryEvent
 from agent.checkout.gitcmd import GitRepo
-from agent.checkout.journal import GIT_ERRORS, Blocked, Journal, JournalError, TreeEntry, _one_line, state_home
+from agent.checkout.journal import GIT_ERRORS, Blocked, Journal, JournalError, TreeEntry, _one_line
+from agent.paths import state_home
 from agent.core.loop import Limits, run_interruptibly
-from agent.checkout.workspace import Workspace, check_repo, open_workspace
+from agent.session.workspace import Workspace, check_repo, open_workspace
 from models.base import ChatModel
 
 REVIEW_NAMESPACE = "refs/ribbit-review"
@@ -175,7 +176,7 @@ class ReviewSession:
 
         A file is only written if the live checkout still holds what the review started from,
         reached without links (a link planted at the file or any folder above it, into or out of
-        the repository, is refused: agent/checkout/apply.py walks folders with O_NOFOLLOW when writing)."""
+        the repository, is refused: agent/fs.py walks folders with O_NOFOLLOW when writing)."""
         assert self.workspace is not None
         journal = self.workspace.journal
         end = self._end or journal.snapshot("end")
