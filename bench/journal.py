@@ -6,7 +6,8 @@ files changed, and an /undo; on a fresh git repository of N files. Prints figure
 `--venv-mb` / `--node-modules-mb` add git-ignored folders of that size shaped like a Python virtual
 environment (`.venv`, ~25 KiB a file) and a `node_modules` (~10 KiB a file), the places users keep what
 the journal must not read every step. `--ignored-files N` adds N small ignored files (`build/`, 8 KiB
-each) that the journal records when they fit its budget: what that budget costs at start and per step. Only `Journal(root)`, `.snapshot(label)` and `.undo_last()` are
+each; `--ignored-scattered`: `*.o` files beside the sources) that the journal records when they fit its
+budget: what that budget costs at start and per step. Only `Journal(root)`, `.snapshot(label)` and `.undo_last()` are
 used, so the same script times an older checkout too (run it from that checkout) for before/after ratios.
 """
 
@@ -57,6 +58,10 @@ def main() -> None:
     parser.add_argument("--node-modules-mb", type=int, default=0, help="size of an ignored node_modules")
     parser.add_argument("--ignored-files", type=int, default=0, help="small ignored files in build/")
     parser.add_argument("--ignored-kib", type=int, default=8, help="size of each of them")
+    parser.add_argument(
+        "--ignored-scattered", action="store_true",
+        help="put the small ignored files beside the sources (`*.o`, as a C build leaves them) instead of in build/",
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ribbit-bench-journal-"))
     os.environ.setdefault("XDG_STATE_HOME", str(work / "state"))
@@ -71,11 +76,16 @@ def main() -> None:
     if args.node_modules_mb:
         n = fill(repo / "node_modules", args.node_modules_mb, 10)
         ignored.append(f"node_modules ({args.node_modules_mb} MB, {n} files)")
-    if args.ignored_files:
+    if args.ignored_files and args.ignored_scattered:
+        block = os.urandom(args.ignored_kib * 512).hex().encode()
+        for i in range(args.ignored_files):
+            (repo / f"pkg{i % 10}" / f"obj{i}.o").write_bytes(block + b"%d" % i)
+        ignored.append(f"*.o beside the sources ({args.ignored_files} files of {args.ignored_kib} KiB)")
+    elif args.ignored_files:
         n = fill(repo / "build", 0, args.ignored_kib, files=args.ignored_files)
         ignored.append(f"build ({n} files of {args.ignored_kib} KiB)")
     if ignored:
-        (repo / ".gitignore").write_text(".venv/\nnode_modules/\nbuild/\n")
+        (repo / ".gitignore").write_text(".venv/\nnode_modules/\nbuild/\n*.o\n")
     journal = Journal(repo)
     start = timed(lambda: journal.snapshot("start"))
     one, none, ten, undo = [], [], [], []

@@ -5,7 +5,7 @@ A point is two files: `NAME.state` (llama.cpp's state file: KV cache, recurrent 
 `NAME.json` (which model wrote it, how many tokens it holds, and a hash of each message it covers).
 The hashes tie the state to one conversation: a point is loaded only for the messages it was saved with,
 so a tampered or mismatched file is refused with a reason, never half-used. The agent decides where
-points live (agent.core.saved_sessions keeps them in ribbit's state folder, hidden from the Bash sandbox) and
+points live (agent.session.store keeps them in ribbit's state folder, hidden from the Bash sandbox) and
 how much disk they may take (`prune_points`).
 
 Plain Python; no textual, no agent.

@@ -43,6 +43,7 @@ from agent.checkout.gitcmd import (
     remember_session_repo,
     shown,
 )
+from agent.checkout.ignored import OutsideChanges
 from agent.checkout.snapshot import Blocked, TreeEntry, WorkTreeIndex
 from agent.fs import DIR_FLAGS, READ_FLAGS, open_dir_confined
 from agent.paths import new_session_id, private_git_dir
@@ -144,7 +145,8 @@ class Journal:
         self._trees: dict[str, str] = {}  # commit -> tree
         self._entries_cache: dict[str, dict[str, TreeEntry]] = {}
         self._notices: list[str] = []
-        # A step the journal could not record (a full disk): (label, foreign, mixed); undo still takes it back.
+        # A step the journal could not record (a full disk): (label, foreign, mixed); undo still takes it back,
+        # and what others changed since (see others_changed) counts as theirs.
         self._pending: tuple[str, list[str], list[str]] | None = None
         # Root-relative paths the agent's steps changed (someone else's changes left out): "files changed".
         self.agent_changed: set[str] = set()
@@ -237,6 +239,20 @@ class Journal:
             )
         return self.take_notices()
 
+    def has_pending(self) -> bool:
+        """Whether the last step could not be recorded (see record_step)."""
+        return self._pending is not None
+
+    def others_changed(self, foreign: Iterable[str], mixed: Iterable[str]) -> bool:
+        """Changes someone else made since a step the journal could not record (a full disk): they join that
+        step's, so its undo keeps them. False (nothing taken) when no step is waiting to be recorded."""
+        with self._lock:
+            if self._pending is None:
+                return False
+            label, had_foreign, had_mixed = self._pending
+            self._pending = (label, had_foreign + list(foreign), had_mixed + list(mixed))
+            return True
+
     def guard_write(self, path: Path) -> None:
         """Before the agent's Write/Edit lands on `path`: a file the journal does not record (in an ignored
         folder left outside, an environment) is added as it is now to the last snapshot, so undo can put it
@@ -290,16 +306,36 @@ class Journal:
         finally:
             (self._index_dir / "amend-index").unlink(missing_ok=True)
 
-    def changed_outside(self, since_ns: int) -> tuple[list[str], list[str]]:
-        """Root-relative paths the journal leaves outside that changed at or after `since_ns` (a file, or a
-        folder `dir/` where something was removed or added), and those whose unsafe bits were taken off."""
+    def mark_outside_present(self) -> None:
+        """At a task's start: note which paths left outside the journal exist (see `changed_outside`)."""
         with self._lock:
-            found, stripped = self._worktree.ignored.changed_outside(self.top, since_ns)
-        return [self._display(p) for p in found if self._in_scope(p)], [self._display(p) for p in stripped if self._in_scope(p)]
+            self._worktree.ignored.mark_present(self.top)
+
+    def changed_outside(self, since_ns: int) -> OutsideChanges:
+        """What changed among the paths the journal leaves outside at or after `since_ns` (a file, or a
+        folder `dir/` where something was removed or added; one that was there and is gone), the paths whose
+        unsafe bits were taken off, and the folders that could not be checked; root-relative."""
+        with self._lock:
+            found = self._worktree.ignored.changed_outside(self.top, since_ns)
+        def shown_here(paths: list[str]) -> list[str]:
+            return [self._display(p) for p in paths if self._in_scope(p)]
+
+        return OutsideChanges(
+            changed=shown_here(found.changed), stripped=shown_here(found.stripped),
+            unchecked=[(self._display(p), why) for p, why in found.unchecked if self._in_scope(p)],
+        )
 
     def ignored_paths(self) -> set[str]:
-        """Root-relative paths recorded although git ignores them (not part of the patch)."""
-        return {self._display(p) for p in self._worktree.ignored.not_in_patch() if self._in_scope(p)}
+        """Root-relative paths recorded although git ignores them (not part of the patch). Git is asked
+        again: a file recorded while ignored whose rule is gone since (a `sub/.gitignore` the agent made,
+        then removed) is an ordinary file that `git add -A` takes, so the patch must show it."""
+        recorded = sorted(self._display(p) for p in self._worktree.ignored.not_in_patch() if self._in_scope(p))
+        return self.ignored(recorded)
+
+    def left_outside(self, rels: list[str]) -> set[str]:
+        """Which of these root-relative paths the journal leaves outside (an environment, past the budget)."""
+        outside = self._worktree.ignored
+        return {rel for rel in rels if outside.is_outside(self._from_root(rel))}
 
     def nested_repositories(self) -> set[str]:
         """Folders holding their own `.git` (other repositories, not submodules) at the last snapshot,
@@ -399,14 +435,16 @@ class Journal:
             return set()
         data = b"".join(os.fsencode(self.root / rel) + b"\0" for rel in rels)
         try:
-            out = self.git.text("check-ignore", "-z", "--stdin", input=data, check=False)
+            out = self.git.out("check-ignore", "-z", "--stdin", input=data, check=False)
         except GIT_ERRORS:
             return set()
         found = set()
-        for path in filter(None, out.split("\0")):
+        # git echoes each path as it was given: taken back lexically (resolving would follow an ignored
+        # link `build/x -> ../calc.py` and call calc.py ignored).
+        for path in filter(None, out.split(b"\0")):
             try:
-                found.add(Path(path).resolve().relative_to(self.root).as_posix())
-            except (ValueError, OSError):
+                found.add(Path(os.fsdecode(path)).relative_to(self.root).as_posix())
+            except ValueError:
                 continue
         return found
 
@@ -453,11 +491,13 @@ class Journal:
         except GIT_ERRORS as exc:
             raise JournalError(f"cannot read the files to undo {label}: {_one_line(exc)}") from None
         others = {self._from_root(p) for p in foreign}
+        # Files too large to hash keep their earlier entry in `now`: the scan's own list names them.
+        unrecorded, lost, not_restored = self._too_large(target, dict(self._worktree.unrecorded), before, others)
         paths = sorted(
-            p for p in set(before) | set(now)
-            if self._in_scope(p) and before.get(p) != now.get(p) and p not in others
+            p for p in set(before) | set(now) | set(unrecorded)
+            if self._in_scope(p) and (before.get(p) != now.get(p) or p in unrecorded) and p not in others and p not in lost
         )
-        plan = _UndoPlan(self, before, now, paths, observer)
+        plan = _UndoPlan(self, before, now, paths, observer, expected=unrecorded)
         problem = plan.check({self._from_root(p) for p in mixed})
         if problem:
             raise JournalError(f"cannot undo: {problem}; nothing was restored")
@@ -466,7 +506,7 @@ class Journal:
         return UndoResult(
             session_id=self.session_id, undone=label,
             restored=[self._display(p) for p in restored], deleted=[self._display(p) for p in deleted],
-            kept=sorted(self._display(p) for p in others if self._in_scope(p)),
+            kept=sorted(self._display(p) for p in others if self._in_scope(p)), not_restored=not_restored,
         )
 
     def rewind_to(self, index: int) -> UndoResult:
@@ -564,22 +604,15 @@ class Journal:
             raise JournalError(f"cannot read the journal: {_one_line(exc)}") from None
         foreign: set[str] = set()
         mixed: set[str] = set()
-        unrecorded: dict[str, tuple[int, int]] = {}  # newest covered step wins: what the disk must show
         for commit in covered:
             meta = self._meta(commit)
             foreign |= {self._from_root(p) for p in meta.get("foreign", [])}
             mixed |= {self._from_root(p) for p in meta.get("mixed", [])}
-            for p, st in (meta.get("unrecorded") or {}).items():
-                if isinstance(st, list) and len(st) == 2:
-                    unrecorded[self._from_root(p)] = (int(st[0]), int(st[1]))
-        # Files too large to record at some step: put back from the target where it has them, removed where
-        # they did not exist then; one that was already too large at the target has no earlier copy.
-        too_large_then = {self._from_root(p) for p in (self._meta(target).get("unrecorded") or {})}
-        not_restored: list[tuple[str, str]] = []
-        for p in sorted(unrecorded):
-            if p not in before and p in too_large_then:
-                not_restored.append((self._display(p), "too large to record; no earlier copy in the journal"))
-                del unrecorded[p]
+        # Files too large to record: the latest snapshot says what the disk must still show (an older step's
+        # entry is superseded by what the latest holds); put back from the target where it has them,
+        # removed where they did not exist then.
+        unrecorded, lost, not_restored = self._too_large(target, self._unrecorded(latest), before, foreign)
+        paths = [p for p in paths if p not in lost]
         candidates = sorted(set(paths) | set(unrecorded))
         plan = _UndoPlan(self, before, after, [p for p in candidates if p not in foreign], observer, expected=unrecorded)
         problem = plan.check(mixed)
@@ -592,6 +625,39 @@ class Journal:
             restored=[self._display(p) for p in restored], deleted=[self._display(p) for p in deleted], kept=kept,
             not_restored=not_restored,
         )
+
+    def _too_large(
+        self, target: str, now: dict[str, tuple[int, int]], before: dict[str, TreeEntry], foreign: set[str],
+    ) -> tuple[dict[str, tuple[int, int]], list[str], list[tuple[str, str]]]:
+        """For an undo back to `target`, given the files too large to record as the undone state has them
+        (`now`: path -> (size, mtime_ns), what the disk must still show): those undo puts back or removes,
+        those it cannot put back (too large already at the target and changed or gone since), and what
+        the user is told of them."""
+        unrecorded = dict(now)
+        lost: list[str] = []
+        for p, then in self._unrecorded(target).items():
+            if p in foreign or not self._in_scope(p):
+                continue
+            if unrecorded.get(p) != then:
+                lost.append(p)
+            unrecorded.pop(p, None)
+        not_restored = [(self._display(p), "too large to record; no earlier copy in the journal") for p in sorted(lost)]
+        if lost:
+            # Its bytes may be in a file the step made (`mv data.csv x.csv`): such a file is left, not removed.
+            for p in sorted(q for q in unrecorded if q not in before):
+                del unrecorded[p]
+                not_restored.append((self._display(p), "too large to record; left in place: it may hold what was lost"))
+        for p in [q for q in unrecorded if q in foreign or not self._in_scope(q)]:
+            del unrecorded[p]
+        return unrecorded, lost, not_restored
+
+    def _unrecorded(self, commit: str) -> dict[str, tuple[int, int]]:
+        """The top-relative files a snapshot could not record, with (size, mtime_ns) as they were."""
+        found: dict[str, tuple[int, int]] = {}
+        for p, st in (self._meta(commit).get("unrecorded") or {}).items():
+            if isinstance(st, list) and len(st) == 2:
+                found[self._from_root(p)] = (int(st[0]), int(st[1]))
+        return found
 
     def _disk_state(self, rel: str) -> DiskState:
         """What is on disk at a top-relative path, reached one folder at a time without links."""

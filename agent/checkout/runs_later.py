@@ -47,6 +47,19 @@ FILE_NAMES: dict[str, str] = {
     "bitbucket-pipelines.yml": "CI (runs on push)", ".npmrc": "npm settings (scripts, registries)",
     ".yarnrc.yml": "yarn settings (plugins)", ".bashrc": "a shell start-up file", ".profile": "a shell start-up file",
     ".zshrc": "a shell start-up file",
+    # Config files that are programs: the JS tools load them on test, build or when the editor opens the
+    # project (ESLint's extension), package managers on install, mise on cd, build wrappers when run.
+    "*.config.js": "a JavaScript config file (a program its tool runs)",
+    "*.config.cjs": "a JavaScript config file (a program its tool runs)",
+    "*.config.mjs": "a JavaScript config file (a program its tool runs)",
+    "*.config.ts": "a TypeScript config file (a program its tool runs)",
+    "*.config.mts": "a TypeScript config file (a program its tool runs)",
+    ".eslintrc.js": "ESLint settings (a program the editor runs)", ".eslintrc.cjs": "ESLint settings (a program the editor runs)",
+    ".pnpmfile.cjs": "pnpm hooks (run on install)", ".yarnrc": "yarn settings (yarn-path runs a program)",
+    "mise.toml": "mise settings (hooks and env run on cd)", ".mise.toml": "mise settings (hooks and env run on cd)",
+    "gradlew": "the Gradle wrapper (runs and downloads)", "mvnw": "the Maven wrapper (runs and downloads)",
+    "settings.gradle": "a build file (gradle)", "settings.gradle.kts": "a build file (gradle)",
+    "Cargo.toml": "Rust build settings (build scripts)", "composer.json": "composer scripts (run on install)",
 }
 # Folders (a path component, or a prefix of the path) whose files a tool runs.
 FOLDERS: dict[str, str] = {

@@ -150,9 +150,8 @@ class WorkTreeIndex:
         with ThreadPoolExecutor(max_workers=1) as pool:  # git walks the tree twice: at the same time
             ignored_listing = pool.submit(self._list_ignored)
             others, problems = self._list_others(index=True)
-            ignored, left_outside = self.ignored.select(top_fd, ignored_listing.result(), tracked=self._seed)
-        problems.extend(left_outside)
-        candidates = set(self._known) | set(self._seed) | ignored | self.ignored.admitted | self.ignored.pinned
+            listing = ignored_listing.result()
+        candidates = set(self._known) | set(self._seed)
         self.unrecorded = {}
         self.stripped = []
         first_scan = self._start_modes is None
@@ -170,14 +169,19 @@ class WorkTreeIndex:
             if seeded is not None and seeded[0].mode == "160000":
                 continue  # a submodule: recorded as the gitlink it is
             self.nested.add(folder)
-            files, trouble = _walk_nested(top_fd, folder)
+            files, trouble, hidden = _walk_nested(top_fd, folder)
             candidates.update(f for f in files if not f.endswith(TEMP_SUFFIX))
             problems.extend(trouble)
+            listing += hidden  # what the nested repository's own .gitignore hides: ignored files like any other
+        ignored, left_outside = self.ignored.select(top_fd, listing, tracked=self._seed)
+        problems.extend(left_outside)
+        candidates |= ignored | self.ignored.admitted | self.ignored.pinned
         state: dict[str, TreeEntry] = {}
         to_hash: list[tuple[str, os.stat_result]] = []
         links: list[tuple[str, os.stat_result, bytes]] = []
         folders: dict[str, Blocked | None] = {"": None}
         folder_stats: dict[str, os.stat_result] = {"": os.fstat(top_fd)}
+        gone: list[str] = []
         for rel in candidates:
             known = self._known.get(rel)
             if not self._in_scope(rel):
@@ -186,7 +190,10 @@ class WorkTreeIndex:
                     state[rel] = known if known is not None else seeded[0]  # type: ignore[index]
                 continue
             st = _lstat_confined(top_fd, rel, folders, folder_stats)
-            if st is None or isinstance(st, Blocked):
+            if st is None:
+                gone.append(rel)
+                continue
+            if isinstance(st, Blocked):
                 continue
             st = self._safe_mode(top_fd, rel, st, first_scan)
             mode = st.st_mode
@@ -235,6 +242,8 @@ class WorkTreeIndex:
             state.update(self._ids_in_process(top_fd, to_hash, links))
         self._check_folders(top_fd, folder_stats, first_scan)
         self._report(problems)
+        if write:
+            self.ignored.release(gone)
         return state
 
     def _list_ignored(self) -> list[str]:
@@ -499,15 +508,17 @@ def _over_budget(items: list[tuple[str, os.stat_result]]) -> dict[str, str]:
     return left_out
 
 
-def _walk_nested(top_fd: int, folder: str) -> tuple[list[str], list[tuple[str, str]]]:
+def _walk_nested(top_fd: int, folder: str) -> tuple[list[str], list[tuple[str, str]], list[str]]:
     """Files under a folder git treats as another repository: the journal records them itself
-    (its .gitignore files apply; `.git` entries never)."""
+    (`.git` entries never). What its .gitignore files hide comes third, as git's own listing of ignored
+    paths has it (`dir/` for a folder): the ignored-file budget decides (agent.checkout.ignored)."""
     files: list[str] = []
+    hidden: list[str] = []
     problems: list[tuple[str, str]] = []
     try:
         fd = open_dir_confined(top_fd, folder)
     except OSError as exc:
-        return [], [(folder + "/", exc.strerror or "unreadable")]
+        return [], [(folder + "/", exc.strerror or "unreadable")], []
     stack: list[tuple[str, int, list[tuple[str, pathspec.PathSpec]]]] = [(folder, fd, [])]
     while stack:
         current, dir_fd, specs = stack.pop()
@@ -527,6 +538,7 @@ def _walk_nested(top_fd: int, folder: str) -> tuple[list[str], list[tuple[str, s
                 continue
             is_dir = entry.is_dir(follow_symlinks=False)
             if any(path.startswith(base) and s.match_file(path[len(base):] + ("/" if is_dir else "")) for base, s in specs):
+                hidden.append(path + "/" if is_dir else path)
                 continue
             if is_dir:
                 try:
@@ -536,7 +548,7 @@ def _walk_nested(top_fd: int, folder: str) -> tuple[list[str], list[tuple[str, s
             else:
                 files.append(path)
         os.close(dir_fd)
-    return files, problems
+    return files, problems, hidden
 
 
 def _gitignore_at(dir_fd: int) -> pathspec.PathSpec | None:

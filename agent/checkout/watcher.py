@@ -2,7 +2,9 @@
 
 A watchdog observer runs in its own thread; its handler only records (path, time, was-the-agent-busy)
 and wakes a flusher thread. The flusher waits for a burst to go quiet (debounce), drops `.git/`,
-ignored and temp files and the agent's own writes, and reports what is left through one callback.
+temp files and the agent's own writes, and reports what is left through one callback. Git-ignored
+files are not reported to the user; those the undo journal records still count as someone else's
+change (undo keeps a `.env` the user edited), those it leaves outside (`.venv`...) are dropped.
 
 Who made a change: events of the agent's Bash command are the agent's. When the command starts and
 when it ends, the watcher drops a marker file in the root and waits for its event (`sync`): the
@@ -125,12 +127,16 @@ class RepoWatcher:
         on_change: Callable[[ExternalChange], None],
         *,
         is_ignored: IgnoreCheck | None = None,
+        is_unrecorded: IgnoreCheck | None = None,
         debounce_s: float = DEBOUNCE_S,
         force_polling: bool = False,
     ) -> None:
         self.root = root.resolve()
         self.on_change = on_change
         self.is_ignored = is_ignored or (lambda rels: set())
+        # Of the ignored paths, those the undo journal does not record (agent.checkout.ignored): the rest
+        # are journaled, so who changed them matters to undo, but they are not announced to the user.
+        self.is_unrecorded = is_unrecorded or (lambda rels: set(rels))
         self.debounce_s = debounce_s
         self.force_polling = force_polling
         self.method = "none"
@@ -395,10 +401,12 @@ class RepoWatcher:
             if not batch:
                 return
             ignored = self.is_ignored(sorted(batch))
+            unrecorded = self.is_unrecorded(sorted(ignored)) if ignored else set()
             external: list[str] = []
             deleted: list[str] = []
+            quiet: list[str] = []  # ignored files the journal records, changed by someone else: not announced
             for rel, by_agent in sorted(batch.items()):
-                if rel in ignored:
+                if rel in unrecorded:
                     continue
                 full = self.root / rel
                 if full.is_dir() and not full.is_symlink():
@@ -409,14 +417,18 @@ class RepoWatcher:
                     with self._lock:
                         self._agent.add(rel)
                     continue
+                if rel in ignored:
+                    quiet.append(rel)
+                    continue
                 external.append(rel)
                 if not full.exists():
                     deleted.append(rel)
-            if external:
+            if external or quiet:
                 with self._lock:
-                    self._foreign.update(external)
-                    for rel in external:
+                    self._foreign.update(external + quiet)
+                    for rel in external + quiet:
                         self._written.pop(rel, None)
+            if external:
                 self.on_change(ExternalChange(paths=external, deleted=deleted))
         finally:
             with self._lock:

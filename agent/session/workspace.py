@@ -17,7 +17,7 @@ from agent.checkout.gitcmd import shown
 from agent.checkout.journal import Journal, JournalError, UndoResult
 from agent.paths import project_state
 from agent.core.loop import AgentSession, Limits, Notes
-from agent.checkout.ignored import is_cache
+from agent.checkout.ignored import COMPILED, OutsideChanges, is_cache
 from agent.core.tools.readstate import ReadState
 from agent.checkout.runs_later import runs_later
 from agent.session.resume import SessionResume
@@ -116,6 +116,7 @@ class TaskReport:
         self.started_ns = time.time_ns() - CTIME_SLACK_NS
         self.start_index = len(self.journal.snapshots) - 1
         self.start_runs = writable_runs(self.runner)
+        self.journal.mark_outside_present()
 
     def wrap(self, sink: EventSink) -> EventSink:
         self.known_repositories = self.journal.nested_repositories()  # the user's own, at the start
@@ -137,12 +138,23 @@ class TaskReport:
                 "shell prompt does on cd) follows its .git/config, which can run programs; check or remove its .git first"
             )))
         runs = writable_runs(self.runner)
-        outside, stripped = journal.changed_outside(self.started_ns) if runs is None or runs != self.start_runs else ([], [])
-        outside = [p for p in outside if not is_cache(p.rstrip("/") + "/x")]
+        report = OutsideChanges()
+        if runs is None or runs != self.start_runs:
+            report = journal.changed_outside(self.started_ns)
+        # Tools' caches are rewritten by every test run: not named, except compiled Python, which runs
+        # (a planted .pyc in .venv/.../__pycache__ is imported instead of its source).
+        outside = [p for p in report.changed if not is_cache(p.rstrip("/") + "/x") or p.endswith(COMPILED)]
         if outside:
+            stripped = report.stripped
             took_off = f"; setuid/setgid/sticky/world-write bits taken off {named(stripped)}" if stripped else ""
             sink(NoticeEvent(level="warning", text=(
                 f"changed outside the undo journal during this task (undo cannot put them back): {named(outside)}{took_off}"
+            )))
+        if report.unchecked:
+            listed = "; ".join(f"{shown(p)} ({why})" for p, why in report.unchecked[:MAX_NAMED])
+            more = f"; and {len(report.unchecked) - MAX_NAMED} more" if len(report.unchecked) > MAX_NAMED else ""
+            sink(NoticeEvent(level="warning", text=(
+                f"could not check these folders outside the undo journal for changes: {listed}{more}"
             )))
         changed: list[str] = []
         if 0 <= self.start_index < len(journal.snapshots) - 1:
@@ -270,8 +282,12 @@ class Workspace:
 
     def undo_last(self) -> UndoResult:
         """`/undo`: the journal's undo_last (JournalError with one line when it refuses); the watcher is
-        told of each write first, so the undo is not reported as an outside change."""
-        return self.journal.undo_last(observer=self.watcher)
+        told of each write first, so the undo is not reported as an outside change. After a step the journal
+        could not record, what others changed since (the watcher saw it) is kept, never undone with it."""
+        watcher = self.watcher
+        if watcher is not None and self.journal.has_pending():
+            self.journal.others_changed(*watcher.take_since_snapshot())
+        return self.journal.undo_last(observer=watcher)
 
     def session_diff(self) -> list[tuple[str, str]]:
         """(path, unified diff) for each file the session changed, against the state at start. Runs git:
@@ -405,7 +421,7 @@ def open_workspace(
         sink(ExternalChangeEvent(paths=change.paths))
 
     if watch:
-        watcher = RepoWatcher(root, on_external, is_ignored=journal.ignored)
+        watcher = RepoWatcher(root, on_external, is_ignored=journal.ignored, is_unrecorded=journal.left_outside)
         notices.append(SetupNotice(watcher.start(), live=watcher.method == "polling"))
         runner = WatchedRunner(runner, watcher)
     notices += [SetupNotice(line, live=True) for line in journal_notices]  # paths the start snapshot could not record
