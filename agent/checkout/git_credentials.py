@@ -237,8 +237,8 @@ class CredentialMasks:
         if repo is not None:
             found.append(repo.git_dir)
         dot_git = self.root / ".git"
-        if dot_git.is_dir() and not dot_git.is_symlink():
-            found.append(dot_git)
+        if dot_git.is_dir():
+            found.append(dot_git.resolve())  # a `.git` that is a link: where it leads
         elif dot_git.exists():
             target = _gitfile(dot_git)
             if target is not None:
