@@ -91,7 +91,7 @@ class ProgressPrinter:
     def __call__(self, event: AgentEvent) -> None:
         kind = event.type
         if kind == "text_delta":
-            self._write(visible(event.text))  # type: ignore[union-attr]
+            self._write(visible(event.text, prose=True))  # type: ignore[union-attr]
         elif kind == "tool_call":
             call = event.call  # type: ignore[union-attr]
             args = ", ".join(f"{_short(k, 30)}={_short(v)}" for k, v in call.arguments.items())

@@ -1,14 +1,18 @@
-"""Model-chosen text made safe to show on a terminal: control characters appear escaped.
+"""Model-chosen text made safe to show on a terminal: control, invisible and look-alike characters
+appear escaped.
 
 Anything the agent touched (its words, commands, paths, file contents, tool output) may carry
 terminal escapes: `\\r\\x1b[2K\\x1b[1A` can redraw an approval prompt so that the user approves a
 command they never saw. Neither Rich nor Textual removes ESC, C1 controls or bidi overrides, so
-every place that prints such text runs it through `visible()` first.
+every place that prints such text runs it through `visible()` first. The same goes for characters
+that draw nothing or draw like another one: `'admin\\u200b'` and `'admin'` look the same in a diff
+to approve, and so do `'admin'` and `'\\u0430dmin'` (a Cyrillic а).
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 _NAMED = {"\r": "\\r", "\n": "\\n", "\t": "\\t", "\b": "\\b", "\f": "\\f", "\v": "\\v", "\a": "\\a", "\x00": "\\0"}
 
@@ -16,22 +20,76 @@ _NAMED = {"\r": "\\r", "\n": "\\n", "\t": "\\t", "\b": "\\b", "\f": "\\f", "\v":
 # bidi embeddings, overrides and isolates (they reorder what is shown: "Trojan Source"); line and
 # paragraph separators; lone surrogates (not Unicode at all: a UTF-8 terminal cannot even get them).
 _UNSAFE = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff"
-_ALWAYS = re.compile(f"[{_UNSAFE}]")
-_ONE_LINE = re.compile(f"[{_UNSAFE}\n\t]")
+# Characters that draw nothing, or a blank like a space: soft hyphen, combining grapheme joiner,
+# Arabic/Syriac format marks, Hangul fillers, Khmer inherent vowels, Mongolian selectors, zero-width
+# space/joiners, spaces other than U+0020, word joiner and invisible operators, deprecated format
+# controls, Braille blank, variation selectors, BOM, interlinear annotation, shorthand and musical
+# format controls, tag characters.
+_INVISIBLE = (
+    "\u00a0\u00ad\u034f\u0600-\u0605\u06dd\u070f\u08e2\u115f\u1160\u1680\u17b4\u17b5\u180b-\u180f"
+    "\u2000-\u200d\u202f\u205f-\u2065\u206a-\u206f\u2800\u3000\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e007f\U000e0100-\U000e01ef"
+)
+_ALWAYS = re.compile(f"[{_UNSAFE}{_INVISIBLE}]")
+_ONE_LINE = re.compile(f"[{_UNSAFE}{_INVISIBLE}\n\t]")
+# In an emoji sequence the joiner and the emoji presentation selector draw the emoji (👨‍💻, ⚠️): kept
+# there, escaped anywhere else.
+_EMOJI_GLUE = frozenset("\u200d\ufe0e\ufe0f")
+_WORD = re.compile(r"\w+")
+# Letters that draw like Latin ones: Greek, Cyrillic, fullwidth and mathematical alphanumerics. A word
+# that mixes them with Latin letters gets them escaped (a word all in one script is left alone).
+_LOOK_ALIKE = re.compile("[\u0370-\u03ff\u1f00-\u1fff\u0400-\u052f\u1c80-\u1c8f\u2de0-\u2dff\ua640-\ua69f\uff10-\uff5a"
+                         "\U0001d400-\U0001d7ff]")
+_LATIN = re.compile("[A-Za-z\u00c0-\u024f\u1e00-\u1eff]")
 
 
-def _escape(match: re.Match[str]) -> str:
-    char = match.group()
+def _escape_char(char: str) -> str:
     named = _NAMED.get(char)
     if named:
         return named
     code = ord(char)
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
-def visible(text: str, *, one_line: bool = False) -> str:
-    """`text` with every character that could move the cursor, restyle or reorder the screen escaped.
+def _is_emoji(char: str) -> bool:
+    return ord(char) >= 0x2000 and unicodedata.category(char) in ("So", "Sk")
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    if char in _EMOJI_GLUE:
+        text, at = match.string, match.start()
+        before = text[at - 1] if at else ""
+        if before in _EMOJI_GLUE and at > 1:
+            before = text[at - 2]  # 🏳️‍🌈: the joiner follows the selector
+        after = text[at + 1] if at + 1 < len(text) else ""
+        if before and _is_emoji(before) and (char != "\u200d" or (after and _is_emoji(after))):
+            return char
+    return _escape_char(char)
+
+
+def _look_alikes(text: str) -> str:
+    """Escape the Greek, Cyrillic, fullwidth and mathematical letters of words that mix them with Latin."""
+
+    def word(match: re.Match[str]) -> str:
+        found = match.group()
+        if found.isascii() or not _LOOK_ALIKE.search(found) or not _LATIN.search(found):
+            return found
+        return _LOOK_ALIKE.sub(lambda m: _escape_char(m.group()), found)
+
+    return _WORD.sub(word, text)
+
+
+def visible(text: str, *, one_line: bool = False, prose: bool = False) -> str:
+    """`text` with every character that could move the cursor, restyle or reorder the screen, or that
+    draws nothing or like another one, escaped as `\\xNN` / `\\uNNNN` (for the eye: a backslash
+    already in the text is not marked).
 
     Newlines and tabs are kept unless `one_line`, where they are escaped too (`\\n`, `\\t`).
+    `prose`: the model's own words as they stream (not what runs or gets written): words mixing
+    scripts are left alone there ("10μs"), and a chunk may hold half a word anyway.
     """
-    return (_ONE_LINE if one_line else _ALWAYS).sub(_escape, text)
+    shown = (_ONE_LINE if one_line else _ALWAYS).sub(_escape, text)
+    return shown if prose or shown.isascii() else _look_alikes(shown)

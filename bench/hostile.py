@@ -99,6 +99,37 @@ def glob_deep_globstars(work: Path) -> Callable[[], str]:
     return lambda: _call(ctx, "Glob", pattern="**/x/" * 10 + "**/y")
 
 
+HOSTILE_IGNORE = "*a*a*a*a*a*a*a*a*c\n**/*a*a*a*a*a*a*a*a*c/**\n"
+
+
+def _nested_hostile_ignore(work: Path) -> Path:
+    """A repository holding a nested one whose .gitignore backtracks on a 200-letter name."""
+    root = _repo(work, "repo")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(["git", "init", "-q", str(root / "sub")], check=True)
+    (root / "sub" / ".gitignore").write_text(HOSTILE_IGNORE)
+    (root / "sub" / ("a" * 200)).write_text("x\n")
+    (root / "sub" / "deep" / "a" / "a").mkdir(parents=True)
+    (root / "sub" / "deep" / "a" / "a" / ("a" * 200)).write_text("x\n")
+    return root
+
+
+def ignore_backtracking_glob(work: Path) -> Callable[[], str]:
+    """Glob's own .gitignore walk (no session: the whole tree is walked by ribbit)."""
+    root = _nested_hostile_ignore(work)
+    (root / ".gitignore").write_text(HOSTILE_IGNORE)
+    ctx = _context(root)
+    return lambda: _call(ctx, "Glob", pattern="**/" + "a" * 200)
+
+
+def ignore_backtracking_journal(work: Path) -> Callable[[], str]:
+    """The journal's snapshot, which walks the nested repository itself."""
+    from agent.checkout.journal import Journal
+
+    journal = Journal(_nested_hostile_ignore(work))
+    return lambda: str(journal.snapshot("start"))
+
+
 def glob_bad_range(work: Path) -> Callable[[], str]:
     ctx = _context(_repo(work, "repo"))
     return lambda: _call(ctx, "Glob", pattern="[z-a]*.py")
@@ -201,7 +232,8 @@ def nested_json(work: Path) -> Callable[[], str]:
 ATTACKS: dict[str, Callable[[Path], Callable[[], str]]] = {
     f.__name__: f
     for f in (
-        glob_braces, glob_backtracking, glob_deep_globstars, glob_bad_range, read_fifo, read_huge,
+        glob_braces, glob_backtracking, glob_deep_globstars, glob_bad_range, ignore_backtracking_glob,
+        ignore_backtracking_journal, read_fifo, read_huge,
         edit_repeated_lines, write_repeated_lines, edit_many_occurrences, edit_closest_long_lines, edit_closest_similar_lines,
         nested_qwen3_coder, nested_hermes, nested_json, unclosed_functions,
     )

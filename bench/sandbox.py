@@ -3,10 +3,11 @@
 1. `true` through each runner (unsandboxed, bubblewrap with the repository writable, read-only),
    and through a baseline runner loaded from another checkout's agent/checkout/sandbox.py (--baseline),
    alternated A/B/... per round so machine noise hits them alike; medians and ratios.
-2. The per-command layout work alone (hidden paths, the host socket table, the env allow-list).
+2. The per-command layout work alone (hidden paths, the host socket table, the env allow-list, git's
+   config files with credentials to mask).
 3. Peak RSS of a `ribbit run` process whose command prints 2 GB, against one that prints one line.
 
-    python -m bench.sandbox [--rounds 40] [--submodules 3] [--baseline /path/to/old/agent/sandbox.py]
+    python -m bench.sandbox [--rounds 40] [--submodules 3] [--git-credentials] [--baseline /path/to/old/agent/sandbox.py]
 
 Prints figures; asserts nothing.
 """
@@ -67,9 +68,14 @@ def per_command(root: Path, rounds: int, baseline: Path | None) -> None:
         bwrap.wrap(["true"], root, "read-write")
     layout = (time.perf_counter() - start) / rounds
     view = bwrap.view()
+    start = time.perf_counter()
+    for _ in range(rounds):
+        bwrap.git_masks.mounts()
+    masking = (time.perf_counter() - start) / rounds
     print(
         f"layout work per command: {layout * 1000:.2f} ms "
-        f"({len(view.hidden)} hidden paths, {len(view.sockets)} host sockets masked, {len(bwrap.environment())} variables)"
+        f"({len(view.hidden)} hidden paths, {len(view.sockets)} host sockets masked, {len(bwrap.environment())} variables), "
+        f"of which finding git's config files to mask {masking * 1000:.2f} ms ({len(view.masked)} masked copies mounted)"
     )
 
 
@@ -117,6 +123,8 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, help="another checkout's agent/checkout/sandbox.py to compare with")
     parser.add_argument("--no-flood", action="store_true", help="skip the 2 GB output figure")
     parser.add_argument("--submodules", type=int, default=0, help="submodules in the test repository (vendor/libN)")
+    parser.add_argument("--git-credentials", action="store_true",
+                        help="a token in the remote URL and an extraheader in the repository's config (one masked copy mounted)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
         root = Path(tmp) / "repo"
@@ -124,6 +132,10 @@ def main() -> None:
         subprocess.run(["git", "init", "-q", str(root)], check=True)
         (root / "a.py").write_text("x = 1\n")
         add_submodules(root, Path(tmp), args.submodules)
+        if args.git_credentials:
+            for key, value in (("remote.origin.url", "https://x-access-token:bench-token@example.com/r.git"),
+                               ("http.https://example.com/.extraheader", "AUTHORIZATION: bearer bench-token")):
+                subprocess.run(["git", "-C", str(root), "config", key, value], check=True)
         per_command(root, args.rounds, args.baseline)
         if not args.no_flood:
             flood_memory(root)

@@ -77,11 +77,13 @@ def sandbox_checks(root: Path, sandbox_ok: bool) -> list[Check]:
             checks.append(Check(name="sandbox probe", ok=False, detail=f"a command in this layout fails: {probe}"))
         extra = [_home_short(p) for p in view.writable if p != view.root]
         hidden, sockets = view.hidden, view.sockets
+        masked = [_home_short(m.path) for m in view.masked]
         if view.tmp_bytes is None:
             tmp = "a private /tmp and /dev/shm on disk, not capped (bubblewrap older than 0.7 has no --size)"
     else:
         extra = []
         hidden, sockets = hidden_paths(settings, os.environ), []
+        masked = []
     checks.append(Check(
         name="sandbox writes", ok=True,
         detail=(
@@ -94,6 +96,11 @@ def sandbox_checks(root: Path, sandbox_ok: bool) -> list[Check]:
     checks.append(Check(
         name="sandbox hides", ok=True,
         detail=f"{shown}; {len(sockets)} host unix socket(s) outside those masked" + _first(sockets),
+    ))
+    checks.append(Check(
+        name="sandbox masks", ok=True,
+        detail=("shown with git credentials masked: " + ", ".join(masked) if masked
+                else "no git config file here holds credentials to mask") + " (docs/security.md)",
     ))
     checks.append(Check(
         name="sandbox env", ok=True, detail=" ".join(env_names) + " (values not shown; nothing else is passed)",

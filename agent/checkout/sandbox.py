@@ -29,10 +29,11 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from agent.checkout.git_credentials import CredentialMasks, Masked
 from agent.checkout.sandbox_config import SandboxSettings, hidden_paths, exposed_inside, expand, host_socket_paths, sandbox_env
 from agent.paths import home_dir
 
@@ -368,6 +369,7 @@ class SandboxView:
     pinned: list[Path]  # mount points, so they cannot be renamed or removed: submodule folders and their parents
     tmp_bytes: int | None  # None: bubblewrap older than 0.7 cannot cap a tmpfs; /tmp is a folder on disk
     shm_bytes: int | None
+    masked: list[Masked] = field(default_factory=list)  # git config files shown with credentials masked
 
 
 class BwrapRunner(LocalRunner):
@@ -380,10 +382,12 @@ class BwrapRunner(LocalRunner):
         # Without --size a tmpfs could take half the RAM: /tmp and /dev/shm are then a folder on disk
         # (emptied after every command; ribbit never reads from it).
         self._disk_tmp = None if bwrap_can_cap_tmpfs() else Path(tempfile.mkdtemp(prefix="ribbit-sandbox-tmp-", dir=_disk_tmp_base()))
+        self.git_masks = CredentialMasks(self.root)
 
     def close(self) -> None:
         if self._disk_tmp is not None:
             shutil.rmtree(self._disk_tmp, ignore_errors=True)
+        self.git_masks.close()
 
     def environment(self) -> dict[str, str]:
         return sandbox_env(os.environ, self.settings, tmpdir="/tmp")
@@ -440,6 +444,7 @@ class BwrapRunner(LocalRunner):
         # A mask under another one is needed only where a bind in between shows the path again.
         hidden = [p for p in hidden if _visible(p, hidden, binds, below=True)]
         sockets = [s for s in host_socket_paths() if shown(s) and _visible(s, hidden, binds)]
+        masked = [m for m in self.git_masks.mounts() if shown(m.path) and _visible(m.path, hidden, binds)]
         git_protected = git_paths_to_protect(self.root)
         pinned: list[Path] = []
         if access == "read-only":
@@ -451,7 +456,7 @@ class BwrapRunner(LocalRunner):
             root=self.root, access=access, writable=writable, hidden=hidden, exposed=exposed, sockets=sockets,
             git_protected=git_protected, pinned=pinned,
             tmp_bytes=None if self._disk_tmp else self.settings.tmp_bytes,
-            shm_bytes=None if self._disk_tmp else self.settings.shm_bytes,
+            shm_bytes=None if self._disk_tmp else self.settings.shm_bytes, masked=masked,
         )
 
     def wrap(self, argv: list[str], cwd: Path, access: Access) -> list[str]:
@@ -486,6 +491,8 @@ class BwrapRunner(LocalRunner):
         mounts += [Mount("--bind", p, src=p) for p in view.pinned]
         mounts += [Mount("--ro-bind", p, src=p) for p in view.git_protected]
         mounts += [Mount("--ro-bind", s, src=Path("/dev/null")) for s in view.sockets]
+        # Git's config files with credentials masked (agent.checkout.git_credentials), over the real ones.
+        mounts += [Mount("--ro-bind", m.path, src=m.source) for m in view.masked]
         # Parents before children, so a later mount lands on top of (not under) an earlier one.
         mounts.sort(key=lambda m: len(m.dest.parts))
         for mount in mounts:

@@ -29,13 +29,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import pathspec
-
 from agent.fs import DIR_FLAGS, READ_FLAGS, drop_bits, open_dir_confined, unsafe_bits
 from agent.fs import TEMP_SUFFIX
 from agent.checkout.ignored import IgnoredFiles
 from agent.checkout.gitcmd import GitError, GitRepo, run_git, shown, unstorable_reason
 from agent.fs import is_git_dir_name
+from agent.glob_pattern import IGNORE_READ_LIMIT, IGNORE_WALK_SECONDS, IgnoreRules, ignore_rules, ignored_by
 
 GIT_ERRORS = (GitError, OSError, ValueError)
 # Attributes that make `git add` change bytes: the user's index then holds converted blobs, so
@@ -164,12 +163,13 @@ class WorkTreeIndex:
             elif not rel.endswith(TEMP_SUFFIX):  # ribbit's own half-written files (swept at start)
                 candidates.add(rel)
         self.nested = set()
+        deadline = time.monotonic() + IGNORE_WALK_SECONDS  # for all nested walks of this snapshot
         for folder in nested:
             seeded = self._seed.get(folder)
             if seeded is not None and seeded[0].mode == "160000":
                 continue  # a submodule: recorded as the gitlink it is
             self.nested.add(folder)
-            files, trouble, hidden = _walk_nested(top_fd, folder)
+            files, trouble, hidden = _walk_nested(top_fd, folder, deadline)
             candidates.update(f for f in files if not f.endswith(TEMP_SUFFIX))
             problems.extend(trouble)
             listing += hidden  # what the nested repository's own .gitignore hides: ignored files like any other
@@ -508,36 +508,51 @@ def _over_budget(items: list[tuple[str, os.stat_result]]) -> dict[str, str]:
     return left_out
 
 
-def _walk_nested(top_fd: int, folder: str) -> tuple[list[str], list[tuple[str, str]], list[str]]:
+def _walk_nested(
+    top_fd: int, folder: str, deadline: float | None = None,
+) -> tuple[list[str], list[tuple[str, str]], list[str]]:
     """Files under a folder git treats as another repository: the journal records them itself
-    (`.git` entries never). What its .gitignore files hide comes third, as git's own listing of ignored
-    paths has it (`dir/` for a folder): the ignored-file budget decides (agent.checkout.ignored)."""
+    (`.git` entries never). What its .gitignore files hide (matched as git does, each match in linear
+    time) comes third, as git's own listing of ignored paths has it (`dir/` for a folder): the
+    ignored-file budget decides (agent.checkout.ignored). Past `deadline` (time.monotonic) the folders
+    not walked yet are named instead: files recorded before stay recorded, new ones there wait for a
+    later snapshot."""
     files: list[str] = []
     hidden: list[str] = []
     problems: list[tuple[str, str]] = []
+    slow = f"not walked: the .gitignore patterns here took over {IGNORE_WALK_SECONDS:g} s to match"
+    if deadline is not None and time.monotonic() > deadline:
+        return [], [(folder + "/", slow)], []
     try:
         fd = open_dir_confined(top_fd, folder)
     except OSError as exc:
         return [], [(folder + "/", exc.strerror or "unreadable")], []
-    stack: list[tuple[str, int, list[tuple[str, pathspec.PathSpec]]]] = [(folder, fd, [])]
+    stack: list[tuple[str, int, list[tuple[str, IgnoreRules]]]] = [(folder, fd, [])]
     while stack:
         current, dir_fd, specs = stack.pop()
         try:
             entries = sorted(os.scandir(dir_fd), key=lambda e: e.name)
-            spec = _gitignore_at(dir_fd)
+            rules = _gitignore_at(dir_fd)
         except OSError as exc:
             problems.append((current + "/", exc.strerror or "unreadable"))
             os.close(dir_fd)
             continue
-        if spec is not None:
-            specs = [*specs, (current + "/", spec)]
+        if rules is not None:
+            specs = [*specs, (current + "/", rules)]
         for entry in entries:
+            if deadline is not None and time.monotonic() > deadline:
+                for left, left_fd, _specs in stack:
+                    os.close(left_fd)
+                    problems.append((left + "/", slow))
+                problems.append((current + "/", slow))
+                stack = []
+                break
             path = f"{current}/{entry.name}"
             if is_git_dir_name(entry.name):
                 problems.append((path, "a nested .git is never journaled"))
                 continue
             is_dir = entry.is_dir(follow_symlinks=False)
-            if any(path.startswith(base) and s.match_file(path[len(base):] + ("/" if is_dir else "")) for base, s in specs):
+            if ignored_by(specs, path, is_dir):
                 hidden.append(path + "/" if is_dir else path)
                 continue
             if is_dir:
@@ -551,7 +566,7 @@ def _walk_nested(top_fd: int, folder: str) -> tuple[list[str], list[tuple[str, s
     return files, problems, hidden
 
 
-def _gitignore_at(dir_fd: int) -> pathspec.PathSpec | None:
+def _gitignore_at(dir_fd: int) -> IgnoreRules | None:
     try:
         fd = os.open(".gitignore", READ_FLAGS, dir_fd=dir_fd)
     except OSError:
@@ -559,10 +574,10 @@ def _gitignore_at(dir_fd: int) -> pathspec.PathSpec | None:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        data = os.read(fd, 1 << 20)
+        data = os.read(fd, IGNORE_READ_LIMIT)
     finally:
         os.close(fd)
-    return pathspec.PathSpec.from_lines("gitignore", data.decode("utf-8", "replace").splitlines())
+    return ignore_rules(data)
 
 
 def _lstat_confined(

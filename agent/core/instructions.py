@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from agent.checkout.gitcmd import GitError, find_repository, session_repo
 from agent.checkout.sandbox_config import config_path
+from agent.fs import is_git_dir_name
 from agent.paths import home_dir
 
 # Per folder, the first of these that exists is used (CLAUDE.md only where there is no AGENTS.md).
@@ -108,26 +109,57 @@ def clean_instruction_text(text: str) -> str:
 def read_instruction_file(path: Path, inside: Path | None) -> tuple[str | None, str | None]:
     """(text, None), or (None, why it is skipped); (None, None) when there is no such file.
 
-    `inside`: the file, symlinks resolved, must lie in this folder (None for the user's global file).
+    `inside`: the file, symlinks resolved, must lie in this folder and not in a `.git` there (None for
+    the user's global file). One command can make AGENTS.md a link to `.git/config`, where a token in
+    a remote URL or an `http.extraheader` would then sit in every later session's system prompt; a
+    hard link is the same file under a second name, so a file with other names is refused too
+    (unless they are the folder's other instruction names: AGENTS.md and CLAUDE.md as one file).
     """
     try:
         resolved = path.resolve(strict=True)
-        info = os.stat(resolved)
     except (OSError, RuntimeError):
         return (None, f"{path.name}: a link that leads nowhere") if path.is_symlink() else (None, None)
-    if inside is not None and resolved != inside and inside not in resolved.parents:
-        return None, "it is a link to a file outside the repository"
-    if not stat.S_ISREG(info.st_mode):
-        return None, "it is not a regular file"
+    if inside is not None:
+        if resolved != inside and inside not in resolved.parents:
+            return None, "it is a link to a file outside the repository"
+        if any(is_git_dir_name(part) for part in resolved.relative_to(inside).parts):
+            return None, "it leads into .git/ (git's own files, where credentials live)"
     try:
-        with open(resolved, "rb") as handle:
-            data = handle.read(MAX_READ_BYTES + 1)
+        # No link followed now (the one checked above could be swapped), no wait on a FIFO.
+        fd = os.open(resolved, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         return None, f"it cannot be read ({exc.strerror or exc})"
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None, "it is not a regular file"
+        if inside is not None and info.st_nlink > 1 + _instruction_names_alike(resolved, info):
+            return None, (f"it has {info.st_nlink - 1} other hard link(s), which may be a file in .git/ or "
+                          "outside the repository")
+        try:
+            data = handle.read(MAX_READ_BYTES + 1)
+        except OSError as exc:
+            return None, f"it cannot be read ({exc.strerror or exc})"
     if b"\x00" in data:
         return None, "it is a binary file"
     text = data[:MAX_READ_BYTES].decode("utf-8", errors="replace")
     return clean_instruction_text(text), None
+
+
+def _instruction_names_alike(path: Path, info: os.stat_result) -> int:
+    """How many other instruction names in `path`'s folder are the same file (AGENTS.md hard-linked as CLAUDE.md)."""
+    count = 0
+    for name in INSTRUCTION_NAMES:
+        other = path.parent / name
+        if other.name == path.name:
+            continue
+        try:
+            found = os.stat(other, follow_symlinks=False)
+        except OSError:
+            continue
+        if (found.st_dev, found.st_ino) == (info.st_dev, info.st_ino):
+            count += 1
+    return count
 
 
 def utf8_size(text: str) -> int:

@@ -317,7 +317,7 @@ class AssistantText(LineWidget):
         self._rendered = 0  # how many of `blocks` are in `_lines`
 
     async def add(self, text: str) -> None:
-        self.text_so_far += visible(text)  # the model's words: no escape reaches the terminal
+        self.text_so_far += visible(text, prose=True)  # the model's words: no escape reaches the terminal
         blocks, tail = split_blocks(self.text_so_far[self._frozen :])
         if blocks:
             self.unsettled.extend(blocks)
@@ -393,7 +393,7 @@ class ReasoningBlock(LineWidget, can_focus=True):
         self._shown = ""  # the text the transcript shows; the live panel shows the rest as it comes
 
     def add(self, text: str) -> None:
-        self.text_so_far += visible(text)
+        self.text_so_far += visible(text, prose=True)
 
     def live(self) -> list[str]:
         return [self.text_so_far.strip("\n")]

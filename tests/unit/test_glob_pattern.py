@@ -8,7 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.core.tools.glob_pattern import MAX_ALTERNATIVES, GlobPatternError, compile_glob, expand_braces, glob_matches
+from agent.glob_pattern import (
+    MAX_ALTERNATIVES, GlobPatternError, compile_glob, expand_braces, glob_matches,
+)
 
 
 def reference_segments(pattern: str) -> list[str]:

@@ -1,16 +1,18 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
-import pathspec
 from pydantic import Field
 
 from agent.checkout.gitcmd import GitError, session_repo
 from agent.fs import is_git_dir_name
 from agent.core.tools.base import Tool, ToolArgs, ToolContext, ToolError
 from agent.core.tools.files import open_regular
-from agent.core.tools.glob_pattern import GlobPatternError, compile_glob, glob_matches
+from agent.glob_pattern import (
+    IGNORE_READ_LIMIT, IGNORE_WALK_SECONDS, GlobPatternError, IgnoreRules, compile_glob, glob_matches, ignore_rules, ignored_by,
+)
 from agent.core.tools.paths import display_path, resolve_in_root
 
 MAX_RESULTS = 100
@@ -21,54 +23,61 @@ class GlobArgs(ToolArgs):
     path: str | None = Field(None, description="Folder to search in (default: the repository root)")
 
 
-def repo_files(root: Path) -> list[str]:
-    """Non-ignored files, relative to root.
+def repo_files(root: Path) -> tuple[list[str], list[str]]:
+    """Non-ignored files, relative to root, and the folders whose walk stopped at IGNORE_WALK_SECONDS.
 
     Git's own view, from the repository (or private journal) the session fixed when it started
     (agent/checkout/gitcmd.py: never a `.git` found now, nothing a config names runs); a folder holding
     its own `.git` is walked here, since git does not look inside. Without a session: a
     .gitignore walk.
     """
+    deadline = time.monotonic() + IGNORE_WALK_SECONDS
     repo = session_repo(root)
-    if repo is not None:
-        try:
-            out = repo.out("ls-files", "-z", "--cached", "--others", "--exclude-standard", cwd=root)
-        except GitError:
-            return walk_with_gitignore(root)
-        files: list[str] = []
-        for rel in os.fsdecode(out).split("\0"):
-            if not rel or any(is_git_dir_name(part) for part in rel.split("/")):
-                continue
-            if rel.endswith("/"):
-                files.extend(rel + sub for sub in walk_with_gitignore(root / rel))
-            elif (root / rel).is_file():
-                files.append(rel)
-        return files
-    return walk_with_gitignore(root)
+    if repo is None:
+        return walk_with_gitignore(root, deadline)
+    try:
+        out = repo.out("ls-files", "-z", "--cached", "--others", "--exclude-standard", cwd=root)
+    except GitError:
+        return walk_with_gitignore(root, deadline)
+    files: list[str] = []
+    cut: list[str] = []
+    for rel in os.fsdecode(out).split("\0"):
+        if not rel or any(is_git_dir_name(part) for part in rel.split("/")):
+            continue
+        if rel.endswith("/"):
+            found, stopped = walk_with_gitignore(root / rel, deadline)
+            files.extend(rel + sub for sub in found)
+            cut.extend(rel + sub for sub in stopped)
+        elif (root / rel).is_file():
+            files.append(rel)
+    return files, cut
 
 
-def _ignore_spec(folder: str) -> pathspec.PathSpec | None:
-    """The folder's .gitignore, if it is a regular file (opened without blocking: never a FIFO's wait)."""
+def _ignore_rules(folder: str) -> IgnoreRules | None:
+    """The folder's .gitignore, if it is a regular file (opened without blocking: never a FIFO's wait),
+    matched as git matches it, in time linear in the path whatever the patterns (agent.glob_pattern)."""
     try:
         fd, _ = open_regular(Path(folder) / ".gitignore", ".gitignore")
     except ToolError:
         return None
     try:
         with os.fdopen(fd, "rb") as handle:
-            lines = handle.read(1 << 20).decode("utf-8", "replace").splitlines()  # at most 1 MiB of it
+            data = handle.read(IGNORE_READ_LIMIT)
     except OSError:
         return None
-    return pathspec.PathSpec.from_lines("gitignore", lines)
+    return ignore_rules(data)
 
 
-def walk_with_gitignore(root: Path) -> list[str]:
-    """Files under `root` that no .gitignore on the way excludes; links are not followed.
+def walk_with_gitignore(root: Path, deadline: float | None = None) -> tuple[list[str], list[str]]:
+    """Files under `root` that no .gitignore on the way excludes (links are not followed), and the
+    folders left unwalked because `deadline` (time.monotonic) passed: however slow the agent's
+    patterns, one listing ends.
 
     An explicit stack, not os.walk (recursive in Python 3.11): a tree thousands of folders deep is
     walked like any other.
     """
     found: list[str] = []
-    stack: list[tuple[str, list[tuple[str, pathspec.PathSpec]]]] = [("", [])]
+    stack: list[tuple[str, list[tuple[str, IgnoreRules]]]] = [("", [])]
     while stack:
         rel_folder, inherited = stack.pop()
         folder = os.path.join(root, rel_folder) if rel_folder else str(root)
@@ -78,14 +87,13 @@ def walk_with_gitignore(root: Path) -> list[str]:
             continue
         specs = inherited
         if any(e.name == ".gitignore" for e in entries):
-            spec = _ignore_spec(folder)
-            if spec is not None:
-                specs = [*inherited, (rel_folder, spec)]
-
-        def ignored(rel: str) -> bool:
-            return any(rel.startswith(base) and spec.match_file(rel[len(base):]) for base, spec in specs)
+            rules = _ignore_rules(folder)
+            if rules is not None:
+                specs = [*inherited, (rel_folder, rules)]
 
         for entry in sorted(entries, key=lambda e: e.name, reverse=True):
+            if deadline is not None and time.monotonic() > deadline:
+                return found, [folder or "./" for folder, _specs in [*stack, (rel_folder, specs)]]
             if is_git_dir_name(entry.name):
                 continue
             rel = f"{rel_folder}{entry.name}"
@@ -94,11 +102,11 @@ def walk_with_gitignore(root: Path) -> list[str]:
             except OSError:
                 continue
             if is_dir:
-                if not ignored(rel + "/"):
+                if not ignored_by(specs, rel, True):
                     stack.append((rel + "/", specs))
-            elif not ignored(rel):
+            elif not ignored_by(specs, rel, False):
                 found.append(rel)
-    return found
+    return found, []
 
 
 class GlobTool(Tool[GlobArgs]):
@@ -123,11 +131,14 @@ class GlobTool(Tool[GlobArgs]):
             regex = compile_glob(pattern)
         except GlobPatternError as exc:
             raise ToolError(f"bad pattern: {exc}") from None
-        matches = [
-            rel for rel in repo_files(ctx.root) if rel.startswith(prefix) and glob_matches(regex, rel[len(prefix):])
-        ]
+        files, cut = repo_files(ctx.root)
+        matches = [rel for rel in files if rel.startswith(prefix) and glob_matches(regex, rel[len(prefix):])]
+        note = (
+            f"\n(Listing stopped after {IGNORE_WALK_SECONDS:g} s: the .gitignore patterns in {', '.join(cut[:3])}"
+            f"{' and others' if len(cut) > 3 else ''} take too long to match; files there may be missing.)" if cut else ""
+        )
         if not matches:
-            return "No files found"
+            return "No files found" + note
 
         def mtime(rel: str) -> float:
             try:
@@ -140,4 +151,5 @@ class GlobTool(Tool[GlobArgs]):
         text = "\n".join(shown)
         if len(matches) > MAX_RESULTS:
             text += f"\n(Showing {MAX_RESULTS} of {len(matches)} matches; narrow the pattern or path.)"
+        text += note
         return text
