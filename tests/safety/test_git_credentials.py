@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.checkout.review import ReviewSession
+from agent.session.review import ReviewSession
 from tests.conftest import git, xml_call
 from tests.safety.cli import ribbit_cli, write_replay
 from tests.safety.helpers import HookedReplay, Recorder, tool_outputs
