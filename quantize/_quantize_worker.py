@@ -13,6 +13,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 _TENSOR_LINE = re.compile(rb"^\[\s*(\d+)/\s*(\d+)\]")
 
@@ -60,8 +61,39 @@ def main(argv: list[str]) -> int:
         arr[len(entries)].name = None  # terminator
         keep_alive.append(arr)
         params.imatrix = ctypes.cast(arr, ctypes.POINTER(llama_cpp.llama_model_imatrix_data))
+        overrides = _provenance(llama_cpp, imatrix_path, len(entries))
+        keep_alive.append(overrides)
+        params.kv_overrides = ctypes.cast(overrides, ctypes.POINTER(llama_cpp.llama_model_kv_override))
     rc = llama_cpp.llama_model_quantize(src.encode(), dst.encode(), ctypes.byref(params))
     return 0 if rc == 0 else 1
+
+
+def _provenance(llama_cpp: Any, path: Path, n_entries: int) -> Any:
+    """The keys llama-quantize writes into a model quantised with a matrix (quantize.imatrix.*), so the
+    file tells what it was calibrated on."""
+    datasets, chunks = [], 0
+    with path.open("rb") as fh:
+        if fh.read(4) == b"GGUF":
+            from quantize.imatrix import read_imatrix
+
+            found = read_imatrix(path)
+            datasets, chunks = found.datasets, found.chunk_count
+    values: list[tuple[str, str | int]] = [("quantize.imatrix.file", path.name), ("quantize.imatrix.entries_count", n_entries)]
+    if datasets:
+        values.append(("quantize.imatrix.dataset", datasets[0]))
+    if chunks:
+        values.append(("quantize.imatrix.chunks_count", chunks))
+    arr = (llama_cpp.llama_model_kv_override * (len(values) + 1))()
+    for item, (key, value) in zip(arr, values):
+        item.key = key.encode()
+        if isinstance(value, str):
+            item.tag = llama_cpp.LLAMA_KV_OVERRIDE_TYPE_STR
+            item.value.val_str = value.encode("utf-8")[:127]
+        else:
+            item.tag = llama_cpp.LLAMA_KV_OVERRIDE_TYPE_INT
+            item.value.val_i64 = value
+    arr[len(values)].key = b""  # terminator: an empty key
+    return arr
 
 
 if __name__ == "__main__":
