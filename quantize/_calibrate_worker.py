@@ -25,7 +25,8 @@ from quantize.imatrix import ImportanceMatrix
 
 CHUNK = 512  # tokens a chunk, llama-imatrix's default; less when the model's context is shorter
 MIN_ROWS = 16  # llama-imatrix skips matrix multiplies over fewer tokens; every batch here has more
-_LOGITS_BYTES = 64 * 1024 * 1024  # a batch's logits buffer (n_tokens x n_vocab floats) stays under this
+_LOGITS_BYTES = 256 * 1024 * 1024  # a batch's logits (n_tokens x n_vocab floats) stay under this: at FrogNano's
+# vocabulary, 270 tokens a batch, so a model larger than the RAM is read from disk once per 256 tokens
 _GGML_TYPE_F32 = 0
 _GGML_TYPE_I32 = 26
 

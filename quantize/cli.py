@@ -163,7 +163,7 @@ def _quantize(base: Path, out: Path, args: argparse.Namespace, text: Calibration
         _say(f"calibrated on {res.tokens:,} tokens of {len(text.files)} files ({text.dataset}) in {res.seconds:.0f} s: "
              f"{res.entries} weights; matrix saved as {matrix}")
     quantize_gguf(base, out, args.type, imatrix=matrix, n_params=source.n_params, progress=True,
-                  requantize=source.quantised)
+                  requantize=source.quantised, say=lambda s: _say(f"quantize: {s}"))
 
 
 def quantize_main(argv: list[str]) -> int:

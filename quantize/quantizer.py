@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,7 @@ class QuantType:
 # ribbit type name -> how llama.cpp makes it; BF16 is the converter's own output, no requantising.
 # Below 4 bits the importance matrix matters most (docs/quantize.md has the measured figures).
 TYPES: dict[str, QuantType] = {
+    "IQ3_XXS": QuantType(23, 3.6, needs_matrix=True),
     "Q2_K": QuantType(10, 3.6),
     "Q3_K_S": QuantType(11, 3.8),
     "Q3_K_M": QuantType(12, 4.2),
@@ -84,6 +86,7 @@ def gguf_source(path: Path) -> GgufSource:
 def quantize_gguf(
     src: Path | str, out: Path | str, qtype: str = "Q4_K_M", *, imatrix: Path | str | None = None,
     n_params: int | None = None, progress: bool = False, requantize: bool = False,
+    say: Callable[[str], None] | None = None,
 ) -> Path:
     """Quantise ``src`` (BF16/F16/F32 GGUF) to ``out``; atomic like the converter.
 
@@ -101,12 +104,13 @@ def quantize_gguf(
     if n_params is not None:
         check_free_disk(out.parent, estimated_size(n_params, qtype), f"the {qtype} GGUF")
     tmp = partial_path(out)
-    args = [*(["--requantize"] if requantize else []), str(src), str(tmp), str(kind.ftype)]
+    flags = [*(["--requantize"] if requantize else []), *(["--cover"] if kind.needs_matrix else [])]
+    args = [*flags, str(src), str(tmp), str(kind.ftype)]
     if imatrix is not None:
         args.append(str(Path(imatrix)))
     try:
         run_worker("quantize._quantize_worker", args, what=f"llama.cpp quantisation to {qtype}", about=src,
-                   label="quantize", unit="tensors", progress=progress)
+                   label="quantize", unit="tensors", progress=progress, say=say)
         with tmp.open("rb") as written:  # on disk before it takes the final name: no truncated result after a crash
             os.fsync(written.fileno())
         os.replace(tmp, out)

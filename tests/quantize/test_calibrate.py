@@ -180,15 +180,34 @@ def test_the_embedded_model_is_calibrated_and_requantised(repo: Path, tmp_path: 
     from models.embedded import shipped_model_path
 
     shipped = shipped_model_path()
-    out = tmp_path / "smol-Q3_K_M.gguf"
-    assert quantize_main([str(shipped), "-o", str(out), "--type", "Q3_K_M", "--calibrate", str(repo),
+    out = tmp_path / "smol-IQ3_XXS.gguf"
+    # IQ3_XXS: llama.cpp refuses it for any weight without a matrix entry of the right size (SmolLM2's
+    # ffn_down takes it; its other weights, 576 columns, fall back to IQ4_NL)
+    assert quantize_main([str(shipped), "-o", str(out), "--type", "IQ3_XXS", "--calibrate", str(repo),
                           "--calibrate-tokens", "128"]) == 0
     err = capsys.readouterr().err
-    assert "warning: SmolLM2-135M-Instruct.Q4_1.gguf is Q4_1: requantising" in err  # said once, on its own line
-    matrix = read_imatrix(tmp_path / "smol-Q3_K_M.imatrix.gguf")
+    assert "warning: SmolLM2-135M-Instruct.Q4_1.gguf is Q4_1: requantising" in err
+    matrix = read_imatrix(tmp_path / "smol-IQ3_XXS.imatrix.gguf")
     assert len(matrix.entries) == 30 * 7 and {int(e.counts[0]) for e in matrix.entries.values()} == {128}
-    assert GGUFReader(out).fields["general.file_type"].contents() == 12
+    reader = GGUFReader(out)
+    assert reader.fields["general.file_type"].contents() == 23
+    assert {t.tensor_type.name for t in reader.tensors if "ffn_down" in t.name} <= {"IQ3_XXS", "IQ3_S", "Q4_K", "IQ4_XS", "Q2_K"}
+    assert "IQ3_XXS" in {t.tensor_type.name for t in reader.tensors}
     assert greedy(load_llama(out), "def fibonacci(n):\n", 8).strip()
+
+
+def test_a_type_that_needs_a_matrix(converted: Callable, repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = converted("qwen35")  # with an MTP block, which a forward pass does not run
+    capsys.readouterr()  # building the checkpoint talks
+    rc = quantize_main([str(src), "-o", str(tmp_path / "no.gguf"), "--type", "IQ3_XXS"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err == [f"{PREFIX}IQ3_XXS needs an importance matrix: add --calibrate DIR (or --imatrix FILE)"]
+    out = tmp_path / "yes.gguf"
+    assert quantize_main([str(src), "-o", str(out), "--type", "IQ3_XXS", "--calibrate", str(repo), "--calibrate-tokens", "128"]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("quantize: ")]
+    assert len(notes) == 1 and "did not reach (blk.4." in notes[0] and "Q4_K" in notes[0], notes
+    assert GGUFReader(out).fields["general.file_type"].contents() == 23
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["yes.gguf", "yes.imatrix.gguf"]
 
 
 def test_gguf_sources_need_no_warning_when_exact(converted: Callable, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
