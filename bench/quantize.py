@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from quantize.quantizer import FTYPES
+from quantize.quantizer import TYPES
 from quantize.tokenizer import QWEN35_REGEX
 
 # Qwen3.5-4B text model (FROGNANO.md) and a vision tower of the base model's size
@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"convert  -> BF16 GGUF: {conv['wall_s']:.0f} s ({conv['cpu_s']:.0f} s CPU), peak RSS {conv['peak_rss_gb']:.2f} GB "
           f"(anonymous {conv['peak_anon_gb']:.2f} GB), {mid.stat().st_size / 1e9:.2f} GB", flush=True)
     quant = measure([sys.executable, "-m", "quantize._quantize_worker", str(mid), str(final),
-                     str(FTYPES[args.type])], quiet=True)
+                     str(TYPES[args.type].ftype)], quiet=True)
     print(f"quantize -> {args.type}: {quant['wall_s']:.0f} s ({quant['cpu_s']:.0f} s CPU), peak RSS {quant['peak_rss_gb']:.2f} GB "
           f"(anonymous {quant['peak_anon_gb']:.2f} GB), {final.stat().st_size / 1e9:.2f} GB -> {final}", flush=True)
     print(f"total convert + quantize: {conv['wall_s'] + quant['wall_s']:.0f} s; load average at the end "

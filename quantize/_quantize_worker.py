@@ -2,8 +2,9 @@
 
 A child keeps llama.cpp's aborts, its memory and its global log hook away from the caller. It
 reports on stdout, one line each: ``PROGRESS i n`` per tensor, ``ERROR text`` for llama.cpp errors.
-Usage: python -m quantize._quantize_worker [--requantize] IN OUT FTYPE_INT [IMATRIX]
-(--requantize: the input is itself quantised, e.g. the embedded Q4_1 model made Q8_0.)
+Usage: python -m quantize._quantize_worker [--requantize] [--cover] IN OUT FTYPE_INT [IMATRIX]
+(--requantize: the input is itself quantised, e.g. the embedded Q4_1 model made Q8_0. --cover: the type
+needs a matrix for every weight, and the weights IMATRIX lacks are stored as Q4_K instead.)
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 _TENSOR_LINE = re.compile(rb"^\[\s*(\d+)/\s*(\d+)\]")
 
@@ -20,9 +22,9 @@ _TENSOR_LINE = re.compile(rb"^\[\s*(\d+)/\s*(\d+)\]")
 def main(argv: list[str]) -> int:
     import llama_cpp
 
-    requantize = bool(argv) and argv[0] == "--requantize"
-    if requantize:
-        argv = argv[1:]
+    requantize = "--requantize" in argv
+    cover = "--cover" in argv
+    argv = [a for a in argv if a not in ("--requantize", "--cover")]
     src, dst, ftype = argv[0], argv[1], int(argv[2])
     imatrix_path = Path(argv[3]) if len(argv) > 3 else None
 
@@ -60,8 +62,66 @@ def main(argv: list[str]) -> int:
         arr[len(entries)].name = None  # terminator
         keep_alive.append(arr)
         params.imatrix = ctypes.cast(arr, ctypes.POINTER(llama_cpp.llama_model_imatrix_data))
+        if cover:
+            types = _uncovered(llama_cpp, Path(src), entries)
+            keep_alive.append(types)
+            params.tt_overrides = ctypes.cast(types, ctypes.POINTER(llama_cpp.llama_model_tensor_override))
+        overrides = _provenance(llama_cpp, imatrix_path, len(entries))
+        keep_alive.append(overrides)
+        params.kv_overrides = ctypes.cast(overrides, ctypes.POINTER(llama_cpp.llama_model_kv_override))
     rc = llama_cpp.llama_model_quantize(src.encode(), dst.encode(), ctypes.byref(params))
     return 0 if rc == 0 else 1
+
+
+_GGML_TYPE_Q4_K = 12
+
+
+def _uncovered(llama_cpp: Any, src: Path, entries: dict[str, Any]) -> Any:
+    """Type overrides for the block weights the matrix has no entry for (FrogNano's MTP block, which a
+    forward pass does not run): llama.cpp refuses the low-bit types that need a matrix for them, so they
+    are stored as Q4_K, which does not."""
+    from gguf import GGUFReader
+
+    names = [t.name for t in GGUFReader(src).tensors
+             if t.name.startswith("blk.") and t.name.endswith(".weight") and len(t.shape) >= 2
+             and "_norm" not in t.name and "conv1d" not in t.name and t.name not in entries]
+    if names:
+        print(f"NOTE {len(names)} weights the calibration did not reach ({names[0]}...) are stored as Q4_K", flush=True)
+    arr = (llama_cpp.llama_model_tensor_override * (len(names) + 1))()
+    for item, name in zip(arr, names):
+        item.pattern = ("^" + re.escape(name) + "$").encode()
+        item.type = _GGML_TYPE_Q4_K
+    arr[len(names)].pattern = None  # terminator
+    arr[len(names)].type = llama_cpp.GGML_TYPE_COUNT
+    return arr
+
+
+def _provenance(llama_cpp: Any, path: Path, n_entries: int) -> Any:
+    """The keys llama-quantize writes into a model quantised with a matrix (quantize.imatrix.*), so the
+    file tells what it was calibrated on."""
+    datasets, chunks = [], 0
+    with path.open("rb") as fh:
+        if fh.read(4) == b"GGUF":
+            from quantize.imatrix import read_imatrix
+
+            found = read_imatrix(path)
+            datasets, chunks = found.datasets, found.chunk_count
+    values: list[tuple[str, str | int]] = [("quantize.imatrix.file", path.name), ("quantize.imatrix.entries_count", n_entries)]
+    if datasets:
+        values.append(("quantize.imatrix.dataset", datasets[0]))
+    if chunks:
+        values.append(("quantize.imatrix.chunks_count", chunks))
+    arr = (llama_cpp.llama_model_kv_override * (len(values) + 1))()
+    for item, (key, value) in zip(arr, values):
+        item.key = key.encode()
+        if isinstance(value, str):
+            item.tag = llama_cpp.LLAMA_KV_OVERRIDE_TYPE_STR
+            item.value.val_str = value.encode("utf-8")[:127]
+        else:
+            item.tag = llama_cpp.LLAMA_KV_OVERRIDE_TYPE_INT
+            item.value.val_i64 = value
+    arr[len(values)].key = b""  # terminator: an empty key
+    return arr
 
 
 if __name__ == "__main__":
