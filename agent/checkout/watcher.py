@@ -151,6 +151,7 @@ class RepoWatcher:
         self._marker_seen = False
         self._written: dict[str, str | None] = {}  # path -> sha256 the agent's last write left
         self._foreign: set[str] = set()  # since the last take_since_snapshot()
+        self._ignored_changed = True  # an event touched an ignored path since ignored_quiet() last said
         self._agent: set[str] = set()
         self._stopping = False
         self._flushing = False
@@ -316,6 +317,18 @@ class RepoWatcher:
             except OSError:
                 pass
 
+    def ignored_quiet(self) -> bool:
+        """True when no event since the last call touched a git-ignored path the journal may record, nor a
+        .gitignore (the journal then need not list ignored paths again). False whenever the watcher cannot
+        tell: polling (which skips ignored folders), an observer not running, events not sorted yet (the
+        session's step flushes them first, in take_since_snapshot)."""
+        with self._lock:
+            if self._pending or self._flushing:
+                return False
+            changed, self._ignored_changed = self._ignored_changed, False
+            healthy = self.method == "inotify" and self._observer is not None and not self._stopping
+        return healthy and not changed
+
     def take_since_snapshot(self) -> tuple[set[str], set[str]]:
         """(changed only from outside, changed both by the agent and from outside) since the last call."""
         self.flush_now()
@@ -402,6 +415,9 @@ class RepoWatcher:
                 return
             ignored = self.is_ignored(sorted(batch))
             unrecorded = self.is_unrecorded(sorted(ignored)) if ignored else set()
+            if ignored - unrecorded or any(rel.rpartition("/")[2] == ".gitignore" for rel in batch):
+                with self._lock:
+                    self._ignored_changed = True
             external: list[str] = []
             deleted: list[str] = []
             quiet: list[str] = []  # ignored files the journal records, changed by someone else: not announced

@@ -423,6 +423,7 @@ def open_workspace(
     if watch:
         watcher = RepoWatcher(root, on_external, is_ignored=journal.ignored, is_unrecorded=journal.left_outside)
         notices.append(SetupNotice(watcher.start(), live=watcher.method == "polling"))
+        journal.use_ignored_hint(watcher.ignored_quiet)
         runner = WatchedRunner(runner, watcher)
     notices += [SetupNotice(line, live=True) for line in journal_notices]  # paths the start snapshot could not record
     outputs = SavedOutputs()  # cut Bash outputs, for Read to page through (outside the repository)

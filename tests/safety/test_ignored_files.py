@@ -322,3 +322,29 @@ def test_files_changed_counts_what_commands_changed(repo: Path, tmp_path: Path) 
     run.assert_clean_exit()
     assert run.summary()["files_changed"] == ["calc.py", "test_calc.py"]
     assert "files changed: 2" in run.err
+
+
+def test_ignored_files_a_command_creates_are_journaled_with_the_watcher_on(repo: Path, tmp_path: Path) -> None:
+    """With inotify the journal lists ignored paths only after the watcher saw one change: a command that
+    makes new ignored files (in a recorded ignored folder, and in a new one) must still be undone."""
+    (repo / ".gitignore").write_text("build/\n*.log\ncache/\n")
+    (repo / "build").mkdir()
+    (repo / "build" / "kept.o").write_bytes(b"the user's object\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-q", "-m", "ignore cache")
+    replay = write_replay(
+        tmp_path / "r.jsonl",
+        xml_call("Bash", command="echo one >> calc.py"),
+        xml_call("Bash", command="echo planted > build/new.key && mkdir -p cache/deep && echo x > cache/deep/y && echo z > run.log"),
+        "done",
+    )
+    workspace, _ = start(repo, replay, watch=True)
+    try:
+        assert workspace.watcher is not None
+        workspace.session.run("go")
+        undone = workspace.undo_last()
+    finally:
+        workspace.close()
+    assert {"build/new.key", "cache/deep/y", "run.log"} <= set(undone.deleted)
+    assert not (repo / "build" / "new.key").exists() and not (repo / "cache").exists() and not (repo / "run.log").exists()
+    assert (repo / "build" / "kept.o").read_bytes() == b"the user's object\n"
