@@ -1,4 +1,4 @@
-"""`ribbit` command line (CONTRACT.md). Parses arguments and hands off; no agent logic here."""
+"""`ribbit` command line (docs/contract.md). Parses arguments and hands off; no agent logic here."""
 
 from __future__ import annotations
 

@@ -80,7 +80,7 @@ class ModelInfo(BaseModel):
 
 
 class Usage(BaseModel):
-    """One assistant turn's token accounting (CONTRACT.md `usage` event)."""
+    """One assistant turn's token accounting (docs/contract.md `usage` event)."""
 
     prompt_tokens: int = 0
     cached_tokens: int = 0

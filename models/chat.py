@@ -1,6 +1,6 @@
 """Chat data that crosses the agent/model boundary: messages, tool calls, tool specs.
 
-These mirror the OpenAI chat-completions shapes because the transcript (CONTRACT.md) is written in
+These mirror the OpenAI chat-completions shapes because the transcript (docs/contract.md) is written in
 that form and the OpenAI-compatible backend sends them as-is.
 """
 
@@ -40,7 +40,7 @@ class ChatMessage(BaseModel):
     name: str | None = None
 
     def to_openai(self) -> dict[str, Any]:
-        """The CONTRACT.md transcript / OpenAI wire form."""
+        """The docs/contract.md transcript / OpenAI wire form."""
         out: dict[str, Any] = {"role": self.role, "content": self.content}
         if self.role == "assistant":
             out["reasoning_content"] = self.reasoning_content

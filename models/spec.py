@@ -1,4 +1,4 @@
-"""Model SPEC (CONTRACT.md) -> a backend. Only the entry point calls this."""
+"""Model SPEC (docs/contract.md) -> a backend. Only the entry point calls this."""
 
 from __future__ import annotations
 

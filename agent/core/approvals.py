@@ -200,7 +200,7 @@ READ_ONLY_ONLY = BashPlan(ask=False, access="read-only")
 
 
 class ApprovalPolicy:
-    """The mode table of CONTRACT.md. Mutable: 'approve all' switches ask -> auto-edit."""
+    """The mode table of docs/contract.md. Mutable: 'approve all' switches ask -> auto-edit."""
 
     def __init__(self, mode: Mode, allow: AllowList, sandboxed: bool) -> None:
         self.mode = mode

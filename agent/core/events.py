@@ -1,6 +1,6 @@
 """Events the agent emits. The TUI, `ribbit run` and the transcript writer all consume the same stream.
 
-Transcript events (CONTRACT.md) are `message`, `usage`, `approval`, `external_change`, `compaction`,
+Transcript events (docs/contract.md) are `message`, `usage`, `approval`, `external_change`, `compaction`,
 `summary`; the rest are for live display only.
 """
 

@@ -1,4 +1,4 @@
-"""`--transcript FILE`: the CONTRACT.md JSON Lines events, flushed line by line."""
+"""`--transcript FILE`: the docs/contract.md JSON Lines events, flushed line by line."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The five tools of CONTRACT.md (Read, Write, Edit, Glob, Bash), by name: each declares its
+"""The five tools of docs/contract.md (Read, Write, Edit, Glob, Bash), by name: each declares its
 arguments, and asks for approval through the orchestrator in its ToolContext."""
 
 from __future__ import annotations
