@@ -43,6 +43,8 @@ DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 # A new file, never one already there, never through a link.
 CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+# Opening a FIFO for writing without waiting for a reader (to unblock one), never through a link.
+WRITE_NOWAIT_FLAGS = os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
 # Characters HFS+ ignores in names (so `.g\u200cit` is `.git` there).
 _HFS_IGNORABLE = dict.fromkeys([0x200C, 0x200D, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x206A, 0x2070), 0xFEFF])
 
@@ -284,16 +286,34 @@ def _unlink_files_until_a_folder(fd: int) -> str | None:
     return None
 
 
+class NotRegularFile(OSError):
+    """What `open_regular` found is not a regular file; `mode` says what it is."""
+
+    def __init__(self, mode: int) -> None:
+        super().__init__(f"not a regular file (mode {stat.S_IFMT(mode):o})")
+        self.mode = mode
+
+
+def open_regular(path: Path | str, dir_fd: int | None = None) -> tuple[int, os.stat_result]:
+    """A read-only descriptor on a regular file, and its stat: the last component is never followed (a
+    link swapped in after a check), a FIFO is never waited on. NotRegularFile (closing what it opened) for
+    anything else; the open's own OSError when there is nothing to open."""
+    fd = os.open(path, READ_FLAGS, dir_fd=dir_fd)
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise NotRegularFile(info.st_mode)
+    return fd, info
+
+
 def read_regular(path: Path) -> bytes | None:
     """The bytes of `path` if it is a regular file reached without links; None otherwise."""
     try:
         with parent_dir(path, create=False) as fd:
-            handle = os.open(path.name, READ_FLAGS, dir_fd=fd)
+            handle, _info = open_regular(path.name, dir_fd=fd)
     except OSError:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(handle).st_mode):
-            return None
         chunks = []
         while chunk := os.read(handle, 1 << 20):
             chunks.append(chunk)

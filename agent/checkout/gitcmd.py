@@ -37,7 +37,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import IO
 
-from agent.fs import is_git_dir_name
+from agent.fs import WRITE_NOWAIT_FLAGS, is_git_dir_name
 
 GIT_TIMEOUT_S = 600.0
 FIFO_GRACE_S = 2.0  # a git command still running after this long may be stuck on a FIFO
@@ -276,7 +276,7 @@ class WorkTreeFifos:
                 if not stat.S_ISFIFO(os.lstat(path).st_mode):
                     self.known.discard(path)
                     continue
-                fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+                fd = os.open(path, WRITE_NOWAIT_FLAGS)
             except OSError:
                 continue  # no reader waiting on it (ENXIO), or gone
             os.close(fd)

@@ -23,6 +23,8 @@ import threading
 import time
 from pathlib import Path
 
+from agent.fs import CREATE_FLAGS
+
 MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_SESSION_BYTES = 256 * 1024 * 1024
 KEEP_DAYS = 3
@@ -127,7 +129,7 @@ class SavedOutputs:
             return self.folder
 
     def create(self, path: Path) -> int:
-        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        return os.open(path, CREATE_FLAGS, 0o600)
 
     def kept(self, path: Path, size: int) -> None:
         with self._lock:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from agent.checkout.git_credentials import CredentialMasks, Masked
 from agent.checkout.sandbox_config import SandboxSettings, hidden_paths, exposed_inside, expand, host_socket_paths, sandbox_env
+from agent.fs import CREATE_FLAGS, READ_FLAGS
 from agent.paths import home_dir
 
 if TYPE_CHECKING:
@@ -667,7 +668,7 @@ def _dot_git_state(dot_git: Path) -> tuple[str, object] | None:
         if stat.S_ISLNK(info.st_mode):
             return ("link", os.readlink(dot_git))
         if stat.S_ISREG(info.st_mode) and info.st_size <= GITFILE_LIMIT:
-            fd = os.open(dot_git, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            fd = os.open(dot_git, READ_FLAGS)
             try:
                 return ("file", os.read(fd, GITFILE_LIMIT + 1))
             finally:
@@ -729,7 +730,7 @@ def put_back_submodule_gits(submodules: list[Submodule], root: Path) -> list[str
             if sub.start is None or sub.start[0] == "file":
                 remove_tree(dot_git)
             if sub.start is not None and sub.start[0] == "file":
-                fd = os.open(dot_git, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+                fd = os.open(dot_git, CREATE_FLAGS, 0o644)
                 try:
                     os.write(fd, sub.start[1])  # type: ignore[arg-type]
                 finally:

@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.fs import DIR_FLAGS, READ_FLAGS, drop_bits, open_dir_confined, unsafe_bits
+from agent.fs import DIR_FLAGS, READ_FLAGS, drop_bits, open_dir_confined, open_regular, unsafe_bits
 from agent.fs import TEMP_SUFFIX
 from agent.checkout.ignored import IgnoredFiles
 from agent.checkout.gitcmd import GitError, GitRepo, run_git, shown, unstorable_reason
@@ -661,11 +661,11 @@ def _matches_index(st: os.stat_result, recorded: tuple[int, ...]) -> bool:
 def _read_small(path: Path, limit: int = 1 << 20) -> bytes | None:
     """A small regular file's bytes, or None (never blocks on a FIFO, never follows the last link)."""
     try:
-        fd = os.open(path, READ_FLAGS)
+        fd, _info = open_regular(path)
     except OSError:
         return None
     try:
-        return os.read(fd, limit) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+        return os.read(fd, limit)
     finally:
         os.close(fd)
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -40,7 +39,7 @@ from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserverVFS
 
-from agent.fs import TEMP_SUFFIX
+from agent.fs import CREATE_FLAGS, TEMP_SUFFIX, open_regular
 from agent.checkout.sandbox import Access, CommandResult, CommandRunner
 
 if TYPE_CHECKING:
@@ -287,7 +286,7 @@ class RepoWatcher:
         with self._lock:
             self._marker, self._marker_seen = name, False
         try:
-            fd = os.open(self.root / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            fd = os.open(self.root / name, CREATE_FLAGS, 0o600)
         except OSError:
             return False
         try:
@@ -497,14 +496,13 @@ def _sha_of(path: Path) -> str | None:
     device, or a file past WATCH_HASH_LIMIT (the agent can replace a file ribbit wrote by any of
     these in the same turn). Read in chunks."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd, info = open_regular(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError:
         return ""
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > WATCH_HASH_LIMIT:
+        if info.st_size > WATCH_HASH_LIMIT:
             return ""
         digest = hashlib.sha256()
         total = 0

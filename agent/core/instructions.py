@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from pydantic import BaseModel
 
 from agent.checkout.gitcmd import GitError, find_repository, session_repo
 from agent.checkout.sandbox_config import config_path
-from agent.fs import is_git_dir_name
+from agent.fs import NotRegularFile, is_git_dir_name, open_regular
 from agent.paths import home_dir
 
 # Per folder, the first of these that exists is used (CLAUDE.md only where there is no AGENTS.md).
@@ -126,13 +125,12 @@ def read_instruction_file(path: Path, inside: Path | None) -> tuple[str | None, 
             return None, "it leads into .git/ (git's own files, where credentials live)"
     try:
         # No link followed now (the one checked above could be swapped), no wait on a FIFO.
-        fd = os.open(resolved, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd, info = open_regular(resolved)
+    except NotRegularFile:
+        return None, "it is not a regular file"
     except OSError as exc:
         return None, f"it cannot be read ({exc.strerror or exc})"
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return None, "it is not a regular file"
         if inside is not None and info.st_nlink > 1 + _instruction_names_alike(resolved, info):
             return None, (f"it has {info.st_nlink - 1} other hard link(s), which may be a file in .git/ or "
                           "outside the repository")

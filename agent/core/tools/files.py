@@ -16,6 +16,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.fs import NotRegularFile
+from agent.fs import open_regular as fs_open_regular
 from agent.core.tools.base import ToolError
 
 # Write and Edit hold the old and the new text and diff them: past this they are refused.
@@ -56,17 +58,11 @@ def open_regular(path: Path, shown: str) -> tuple[int, os.stat_result]:
     it). O_NOFOLLOW: a symlink swapped in after the path was checked is not followed.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        return fs_open_regular(path)
+    except NotRegularFile as exc:
+        raise ToolError(f"{shown} is {_kind(exc.mode)}, not a regular file; the tools only read regular files") from None
     except OSError as exc:
         raise ToolError(f"cannot read {shown}: {exc.strerror or exc}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ToolError(f"{shown} is {_kind(info.st_mode)}, not a regular file; the tools only read regular files")
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, info
 
 
 def read_for_edit(path: Path, shown: str) -> tuple[bytes, FileStamp]:

@@ -1,4 +1,6 @@
-"""Atomic apply: mode and line endings kept, binary and .git/ refused, no torn file after kill -9."""
+"""agent/fs.py, the one home of O_NOFOLLOW: atomic apply (mode and line endings kept, binary and .git/
+refused, no torn file after kill -9), regular-file opens that follow no link and wait on no FIFO, confined
+folder walks, and permission bits taken off only the inode that was looked at."""
 
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.fs import TEMP_SUFFIX, ApplyError, atomic_write
+import stat
+
+from agent.fs import TEMP_SUFFIX, ApplyError, NotRegularFile, atomic_write, drop_bits, open_dir_confined, open_regular
 from agent.checkout.journal import Journal
 from tests.conftest import git
 from tests.unit.helpers import call, make_ctx
@@ -97,3 +101,46 @@ def test_kill_9_during_apply_never_leaves_a_torn_file(repo: Path) -> None:
     assert TEMP_SUFFIX not in listing
     journal.sweep_temp_files()
     assert not [p for p in repo.iterdir() if p.name.endswith(TEMP_SUFFIX)]
+
+
+def test_open_regular_refuses_links_fifos_and_folders_without_waiting(tmp_path: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("outside\n")
+    (tmp_path / "link").symlink_to(secret)
+    os.mkfifo(tmp_path / "fifo")  # nobody writes to it: a blocking open would hang the test
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "plain").write_text("ok\n")
+    with pytest.raises(OSError):
+        open_regular(tmp_path / "link")  # ELOOP: the link itself is never followed
+    for name in ("fifo", "folder"):
+        with pytest.raises(NotRegularFile):
+            open_regular(tmp_path / name)
+    fd, info = open_regular(tmp_path / "plain")
+    try:
+        assert os.read(fd, 10) == b"ok\n" and info.st_size == 3
+    finally:
+        os.close(fd)
+
+
+def test_confined_walk_and_drop_bits_never_go_through_a_link(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim = outside / "tool"
+    victim.write_text("#!/bin/sh\n")
+    victim.chmod(0o4755)
+    tree = tmp_path / "tree"
+    (tree / "real").mkdir(parents=True)
+    (tree / "via").symlink_to(outside)
+    with pytest.raises(OSError):
+        open_dir_confined(tree, "via")
+    top = os.open(tree, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert drop_bits(top, "via/tool", victim.stat(), stat.S_ISUID) is None
+        inside = tree / "real" / "x"
+        inside.write_text("x\n")
+        inside.chmod(0o4777)
+        after = drop_bits(top, "real/x", inside.stat(), stat.S_ISUID | stat.S_IWOTH)
+    finally:
+        os.close(top)
+    assert stat.S_IMODE(victim.stat().st_mode) == 0o4755  # outside: untouched
+    assert after is not None and stat.S_IMODE(inside.stat().st_mode) == 0o775
