@@ -145,6 +145,7 @@ class Journal:
         self._trees: dict[str, str] = {}  # commit -> tree
         self._entries_cache: dict[str, dict[str, TreeEntry]] = {}
         self._commit_texts: dict[str, str] = {}
+        self._metas: dict[str, dict] = {}  # type: ignore[type-arg]  # the meta of commits made here
         self._notices: list[str] = []
         # A step the journal could not record (a full disk): (label, foreign, mixed); undo still takes it back,
         # and what others changed since (see others_changed) counts as theirs.
@@ -197,9 +198,10 @@ class Journal:
                 parent = ["-p", self.snapshots[-1]] if self.snapshots else []
                 commit = self._commit(tree, parent, label, meta)
                 self._objects.run("update-ref", self.ref(len(self.snapshots)), commit)
+                touched = index.take_changed()
                 if self.snapshots:
                     others = set(foreign) | set(mixed)
-                    changed = {self._display(p) for p in self._changed(self.snapshots[-1], commit)} | set(unrecorded)
+                    changed = {self._display(p) for p in touched} | set(unrecorded)
                     self.agent_changed |= {p for p in changed if p not in others or p in set(mixed)}
             except GIT_ERRORS as exc:
                 raise JournalError(f"cannot snapshot the working tree: {_one_line(exc)}") from None
@@ -209,10 +211,12 @@ class Journal:
             return commit
 
     def _commit(self, tree: str, parent: list[str], label: str, meta: dict[str, object]) -> str:
-        return self._objects.text(
+        commit = self._objects.text(
             "commit-tree", "--no-gpg-sign", tree, *parent,
             "-m", f"ribbit {self.session_id}: {label}\n\n{META_PREFIX}{json.dumps(meta)}", env=RIBBIT_IDENTITY,
         ).strip()
+        self._metas[commit] = json.loads(json.dumps(meta))  # as _meta would read it back
+        return commit
 
     def _note_stripped(self, stripped: list[tuple[str, int, int]]) -> None:
         if stripped:
@@ -817,6 +821,8 @@ class Journal:
         return 0.0
 
     def _meta(self, commit: str) -> dict:  # type: ignore[type-arg]
+        if commit in self._metas:
+            return self._metas[commit]
         try:
             body = self._commit_text(commit).partition("\n\n")[2]
         except GIT_ERRORS:

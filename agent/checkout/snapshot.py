@@ -107,6 +107,13 @@ class WorkTreeIndex:
         # Says whether no ignored path changed since it was last asked (the watcher's); None: always list.
         self.ignored_quiet: Callable[[], bool] | None = None
         self._listed_at: float | None = None  # when git last listed the ignored paths
+        self._changed_since: set[str] = set()  # paths the index changed since take_changed() last ran
+
+    def take_changed(self) -> set[str]:
+        """Paths (top-relative, in scope) whose entry changed since the last call: what a snapshot made now
+        holds differently from the one before, without asking git for the diff."""
+        changed, self._changed_since = self._changed_since, set()
+        return {rel for rel in changed if self._in_scope(rel)}
 
     def tree_now(self) -> str:
         """The tree object of the work tree as it is now (scope only; the rest as in the user's index)."""
@@ -426,8 +433,10 @@ class WorkTreeIndex:
         """Make the journal's own index hold exactly `state` (only the differences are sent);
         whether anything changed."""
         zero = "0" * (64 if self.object_format == "sha256" else 40)
-        records = [f"0 {zero}\t".encode() + os.fsencode(rel) for rel in self._known.keys() - state.keys()]
+        removed = self._known.keys() - state.keys()
+        records = [f"0 {zero}\t".encode() + os.fsencode(rel) for rel in removed]
         changed = sorted(rel for rel, entry in state.items() if self._known.get(rel) != entry)
+        self._changed_since.update(removed, changed)
         records += [f"{state[rel].mode} {state[rel].sha}\t".encode() + os.fsencode(rel) for rel in changed]
         refused = self._send_index_records(records)
         for rel in refused:
