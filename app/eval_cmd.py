@@ -24,17 +24,8 @@ from models.base import ModelError
 from app.args import Parser as EvalParser
 from app.args import UsageError
 from app.args import positive as positive_int
+from app.args import positive_float
 from app.visible import visible
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return value
 
 
 def eval_parser() -> EvalParser:
