@@ -7,7 +7,6 @@ report.md / report.json / predictions/MODEL.jsonl in the output folder. Exit cod
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
