@@ -553,6 +553,8 @@ class Journal:
             self.snapshots = snapshots
             try:
                 changed = [self._display(p) for p in self._changed(snapshots[-1], self.tree_now())]
+                # A fresh index saw every path as new: what the agent changes counts from here on.
+                self._worktree.take_changed()
             except GIT_ERRORS as exc:
                 raise JournalError(f"cannot read the journal: {_one_line(exc)}") from None
             if changed:

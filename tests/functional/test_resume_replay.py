@@ -40,6 +40,8 @@ def test_continue_goes_on_with_the_conversation_replay_and_journal(capsys, tmp_p
     assert second.code == 0, second.stderr
     assert session_id(second.stderr) == session_id(first.stderr)  # the same session, the same journal
     assert (repo / "NOTES.md").read_text() == "add() fixed\n"  # the replay went on from where it was
+    # The second task changed one file: the resumed journal's fresh index does not count the others.
+    assert second.of_type("summary")[-1]["files_changed"] == ["NOTES.md"]
     usage = second.of_type("usage")
     # Nothing of the old conversation is evaluated again: only the new prompt (a few tokens).
     assert usage[0]["cached_tokens"] >= old_tokens and usage[0]["evaluated_tokens"] < 20, usage[0]
