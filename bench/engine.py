@@ -1,7 +1,7 @@
 """`python -m bench.engine [--qwen35 PATH.gguf] [--steps 20]` — the inference engine's figures, in one run.
 
-For the embedded SmolLM2 GGUF and (with --qwen35, default: the shared tiny fixture when present) a
-`qwen35` hybrid GGUF:
+For the embedded SmolLM2 GGUF and a `qwen35` hybrid GGUF (--qwen35; default: a tiny one built by our own
+converter into ribbit's cache, once):
 1. tokens evaluated / tokens in the stream over an N-step agent session (append-only: ~1.0), beside
    what a naive loop that re-renders the history each step would evaluate;
 2. decode tokens/s through ribbit's backend vs a bare llama-cpp-python loop on the same GGUF and settings;
@@ -13,7 +13,8 @@ For the embedded SmolLM2 GGUF and (with --qwen35, default: the shared tiny fixtu
 7. lookup drafting on a copy-heavy turn (writing out a file just read): decode speed-up, acceptance;
 8. the MTP head's acceptance, where the GGUF has the layer;
 9. prompt and decode speed by prefill batch size, KV type and flash attention (only with --only 9).
-`--qwen35 /work/models/frognano/frognano-synthetic-Q4_K_M.gguf --only 268` gives the real-size figures;
+`--model frognano --no-qwen35 --only 268` gives the real-size figures (the synthetic FrogNano that
+`python -m bench.quantize` writes into ribbit's cache);
 `--after-busy 30` repeats section 2 right after 30 s of full load.
 Timings on a shared 2-core machine are noisy: A and B alternate and the figures are medians of ratios.
 """
@@ -29,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from agent.core.prompt import system_prompt
+from bench.assets import model_path, tiny_qwen35
 from agent.core.tools import default_tools
 from models.base import GenerationRequest, TextChunk, TurnEnd
 from models.chat import ChatMessage, ToolCall
@@ -37,7 +39,6 @@ from models.drafting import LookupDrafter
 from models.embedded import embedded_model_path
 from models.llama_backend import LlamaCppModel
 
-FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "tiny-qwen35-f16.gguf"
 TASK = "The tests in test_calc.py fail. Find the bug in calc.py and fix it, then run the tests."
 TOOLS = default_tools()
 SPECS = [t.spec() for t in TOOLS.values()]
@@ -639,9 +640,10 @@ def report(name: str, path: Path, args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.engine", description=__doc__.splitlines()[0])
-    parser.add_argument("--qwen35", type=Path, default=FIXTURE if FIXTURE.is_file() else None,
-                        help="a qwen35 (hybrid) GGUF; default: the shared tiny fixture when present")
-    parser.add_argument("--model", type=Path, default=None, help="the first model (default: the embedded GGUF)")
+    parser.add_argument("--qwen35", type=Path, default=None,
+                        help="a qwen35 (hybrid) GGUF; default: a tiny one built into ribbit's cache (once)")
+    parser.add_argument("--model", type=model_path, default=None,
+                        help="the first model: a GGUF, or frognano (bench.quantize's); default: the embedded GGUF")
     parser.add_argument("--no-qwen35", action="store_true", help="the first model only (e.g. real size with --model)")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--decode-tokens", type=int, default=96)
@@ -658,10 +660,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     print(f"ribbit engine benchmark (load average {load_average()} on a shared machine; CPU-time ratios are the steadier figures)")
     report("embedded", args.model or embedded_model_path(), args)
-    if args.qwen35 and not args.no_qwen35:
-        report("qwen35", args.qwen35, args)
-    elif not args.no_qwen35:
-        print("\n(no qwen35 GGUF: pass --qwen35 PATH)")
+    if not args.no_qwen35:
+        report("qwen35", args.qwen35 or tiny_qwen35(), args)
     return 0
 
 

@@ -2,8 +2,8 @@
 
 The recorded session (bench/sessions/ribbit-fix.jsonl, made by `python -m bench.record_session`: 20
 steps of Glob/Read/Edit/Bash with real tool outputs on a copy of this repository) is replayed through
-the FrogNano-shaped Q4_K_M from `bench.quantize` (built into /work/models/frognano when missing,
-reused after). The token stream is built as FrogNano's template writes it (tools in the system turn,
+the FrogNano-shaped Q4_K_M from `bench.quantize` (built into ribbit's cache, `$XDG_CACHE_HOME/ribbit/bench`,
+when missing, reused after). The token stream is built as FrogNano's template writes it (tools in the system turn,
 Qwen3-Coder XML calls, tool results in `<tool_response>`). Each step: the new prompt tokens are
 evaluated (prompt processing), then the recorded assistant turn is *teacher-forced*: each of its
 tokens is treated as the sampled one, the lookup drafter proposes what follows it, the batch is
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -26,12 +27,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.assets import frognano_gguf
 from models.drafting import DEPTH_BAND, MAX_DRAFT, PRIOR_COST, DraftBudget, LookupDrafter, VerifyCost
 
 ROOT = Path(__file__).resolve().parents[1]
 SESSION = ROOT / "bench" / "sessions" / "ribbit-fix.jsonl"
-MODEL_DIR = Path("/work/models/frognano")
-MODEL = MODEL_DIR / "frognano-synthetic-Q4_K_M.gguf"
+MODEL = frognano_gguf()
 
 
 def ensure_model(path: Path) -> Path:
@@ -182,7 +183,13 @@ def bare_rates(path: Path, plan, prompt_tokens: int = 256, decode_tokens: int = 
     return prefill, decode
 
 
-RECORDED_PYTHON = "/work/wt/speed/.venv/bin/python"
+# An interpreter named by absolute path in a recorded command (the recording machine's, e.g. `…/bin/python3`).
+RECORDED_PYTHON = re.compile(r"(?<![\w/.-])/[^\s'\"]*/bin/python[0-9.]*(?![\w/.-])")
+
+
+def local_python(text: str) -> str:
+    """`text` with every recorded interpreter path replaced by this process's interpreter."""
+    return RECORDED_PYTHON.sub(lambda _: sys.executable, text)
 
 
 def recorded_tree(session: Path, repo: Path) -> str:
@@ -208,7 +215,7 @@ def tools_wall(header: dict, steps: int, session: Path) -> float:
             subprocess.run(["git", "-C", str(repo), *args], check=True)
         replay = Path(tmp) / "turns.jsonl"
         # The recorded Bash calls name the recording checkout's interpreter: this one runs them here.
-        turns = [t.replace(RECORDED_PYTHON, sys.executable) for t in header["assistant_raw"][:steps]]
+        turns = [local_python(t) for t in header["assistant_raw"][:steps]]
         replay.write_text("".join(json.dumps({"text": t}) + "\n" for t in turns))
         started = time.perf_counter()
         subprocess.run([sys.executable, "-m", "app.cli", "run", header["task"], "--repo", str(repo), "--model",
