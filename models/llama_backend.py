@@ -55,26 +55,9 @@ from models.gguf_meta import read_metadata
 from models.grammar import ToolCallGrammar, literal
 from models.llama_runtime import LlamaRuntime
 from models.memory import MemoryPlan, available_memory, model_shape, plan_memory
-from models.saved_points import (
-    GENERATED,
-    PointMeta,
-    consumed_matches,
-    load_state_file,
-    message_hash,
-    read_meta,
-    save_state_file,
-    write_meta,
-)
-from models.state_cache import (
-    DiskStateCache,
-    Snapshot,
-    SnapshotStore,
-    _set_tokens,
-    capture_state,
-    model_identity,
-    restore_state,
-    state_size,
-)
+from models import llama_state
+from models.saved_points import GENERATED, PointMeta, consumed_matches, message_hash, read_meta
+from models.state_cache import DiskStateCache, Snapshot, SnapshotStore, model_identity
 from models.threads import ContentionMeter, ThreadPolicy
 
 GGUF_MAGIC = b"GGUF"
@@ -457,18 +440,7 @@ class LlamaCppModel:
             identity=self.identity, n_tokens=len(tokens), pending=list(self._pending),
             consumed=[GENERATED if seen == _GENERATED else message_hash(seen) for seen in self._consumed],
         )
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError:
-            return False
-        if not save_state_file(self.llm, path, tokens):
-            return False
-        try:
-            write_meta(path, meta)
-        except OSError:
-            path.unlink(missing_ok=True)
-            return False
-        return True
+        return llama_state.save_file(self.llm, path, tokens, meta)
 
     def load_point(self, path: Path, messages: list[ChatMessage]) -> str | None:
         """Continue from a saved point of `messages`' conversation; None when loaded, else why not."""
@@ -483,11 +455,11 @@ class LlamaCppModel:
         n_vocab = self.llm.n_vocab()
         if meta.n_tokens >= self.info.context_length or any(not 0 <= t < n_vocab for t in meta.pending):
             return "its saved state does not fit this context"
-        tokens = load_state_file(self.llm, path, meta.n_tokens)
+        tokens = llama_state.load_file(self.llm, path, meta.n_tokens)
         if tokens is None or any(not 0 <= t < n_vocab for t in tokens):
             self.reset()
             return "llama.cpp refused its saved state"
-        _set_tokens(self.llm, tokens)
+        llama_state.set_tokens(self.llm, tokens)
         self._consumed = [_GENERATED if seen == GENERATED else prints[i] for i, seen in enumerate(meta.consumed)]
         self._pending = list(meta.pending)
         self.stats.disk_loads += 1
@@ -611,7 +583,7 @@ class LlamaCppModel:
             if self.disk is not None and self.disk.load(self.llm, tokens):
                 self.stats.disk_loads += 1
                 self.stats.restored += len(tokens)
-                self.snapshots.add(Snapshot(tokens=tokens, data=capture_state(self.llm), kind=mark))
+                self.snapshots.add(Snapshot(tokens=tokens, data=llama_state.capture(self.llm), kind=mark))
                 return segments[index + 1 :]
         self.llm.reset()
         return segments
@@ -629,21 +601,21 @@ class LlamaCppModel:
 
     def _snapshot_prefix(self, kind: str) -> None:
         tokens = self.stream_tokens()
-        if self.snapshots.prefix(kind, tokens) is None and state_size(self.llm) <= self.snapshots.budget:
-            self.snapshots.add(Snapshot(tokens=tokens, data=capture_state(self.llm), kind=kind))
+        if self.snapshots.prefix(kind, tokens) is None and llama_state.state_size(self.llm) <= self.snapshots.budget:
+            self.snapshots.add(Snapshot(tokens=tokens, data=llama_state.capture(self.llm), kind=kind))
         if self.disk is not None and not self.disk.has(tokens):
             self.disk.save(self.llm, tokens)
 
     def _snapshot_turn(self) -> None:
-        if state_size(self.llm) > self.snapshots.budget:
+        if llama_state.state_size(self.llm) > self.snapshots.budget:
             return  # a long conversation: copying it would cost more memory than it may save time
         tokens = self.stream_tokens()
         self.snapshots.add(
-            Snapshot(tokens=tokens, data=capture_state(self.llm), consumed=list(self._consumed), pending=list(self._pending))
+            Snapshot(tokens=tokens, data=llama_state.capture(self.llm), consumed=list(self._consumed), pending=list(self._pending))
         )
 
     def _restore(self, snap: Snapshot) -> bool:
-        if not restore_state(self.llm, snap.data, snap.tokens):
+        if not llama_state.restore(self.llm, snap.data, snap.tokens):
             self.llm.reset()
             return False
         self.stats.snapshot_restores += 1
