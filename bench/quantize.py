@@ -247,11 +247,12 @@ def _status_kb(pid: int, key: str) -> int:
     return 0
 
 
-def measure(cmd: list[str], quiet: bool = False) -> dict[str, float]:
-    """Run ``cmd``; wall time, peak RSS (kernel's, includes mapped page cache) and peak anonymous RSS."""
+def measure(cmd: list[str], quiet: bool = False, ok: tuple[int, ...] = (0,)) -> dict[str, float]:
+    """Run ``cmd``; wall time, peak RSS (kernel's, includes mapped page cache) and peak anonymous RSS.
+    An exit status outside `ok` ends the benchmark."""
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL if quiet else None)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL if quiet else None, stdin=subprocess.DEVNULL)
     peak_anon = 0
 
     def sample() -> None:
@@ -267,10 +268,10 @@ def measure(cmd: list[str], quiet: bool = False) -> dict[str, float]:
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     t.join()
-    if proc.returncode != 0:
+    if proc.returncode not in ok:
         raise SystemExit(f"{' '.join(cmd)} failed with {proc.returncode}")
     return {"wall_s": time.monotonic() - start, "cpu_s": usage.ru_utime + usage.ru_stime,
-            "peak_rss_gb": usage.ru_maxrss * 1024 / 1e9,
+            "peak_rss_gb": usage.ru_maxrss * 1024 / 1e9, "peak_rss_gib": usage.ru_maxrss / 2**20,
             "peak_anon_gb": peak_anon * 1024 / 1e9}
 
 

@@ -11,7 +11,11 @@ verified and whatever does not match the recording is rolled back — so prefill
 rollback costs are real. Tools + harness time is the wall time of replaying the same turns through
 `ribbit run` with the real tools (the model answering instantly). Prints figures; asserts nothing.
 
-    python -m bench.session [--gguf PATH|default] [--steps N] [--no-draft]
+    python -m bench.session [--gguf PATH|default] [--steps N] [--no-draft] [--whole] [--free-gib G]
+
+The context is planned as `ribbit run` plans it (131,072 where memory allows) and grows from the
+planner's start as ribbit's backend grows it; each growth is printed with its cost (`--whole`: the largest
+allocated at the start, for comparison). `--free-gib 5` plans as on an 8 GB laptop.
 """
 
 from __future__ import annotations
@@ -108,7 +112,33 @@ def offline_acceptance(stream: list[int], spans: list[tuple[int, int]], k: int,
     return drafted, accepted, batches, costs
 
 
-def teacher_forced(runtime, tokens: list[int], drafter: LookupDrafter | None, budget: DraftBudget) -> dict:
+class Growth:
+    """The context growing as ribbit's backend grows it (models.llama_backend: room for the prompt and a turn
+    before each prefill, more while decoding), up to `largest`; each growth printed with its cost."""
+
+    def __init__(self, runtime, largest: int, turn_room: int) -> None:  # type: ignore[no-untyped-def]
+        self.runtime, self.largest, self.turn_room = runtime, largest, turn_room
+        self.events: list[tuple[int, int, float]] = []
+
+    def fit(self, needed: int) -> None:
+        from models.memory import grown_context
+
+        allocated = self.runtime.n_ctx()
+        if needed <= allocated or allocated >= self.largest:
+            return
+        target = grown_context(allocated, needed, self.largest)
+        started = time.perf_counter()
+        self.runtime.resize(target)
+        self.events.append((allocated, self.runtime.n_ctx(), time.perf_counter() - started))
+        print(f"           context {allocated} -> {self.runtime.n_ctx()} in {self.events[-1][2]:.2f} s", flush=True)
+
+    @property
+    def seconds(self) -> float:
+        return sum(s for _, _, s in self.events)
+
+
+def teacher_forced(runtime, tokens: list[int], drafter: LookupDrafter | None, budget: DraftBudget,
+                   growth: Growth | None = None) -> dict:
     """Decode `tokens` as if sampled: one by one, or with lookup drafts verified against the recording."""
     started = time.perf_counter()
     batches: list[int] = []
@@ -127,6 +157,8 @@ def teacher_forced(runtime, tokens: list[int], drafter: LookupDrafter | None, bu
         if drafter is not None and room > 0:
             stream = runtime.input_ids[: runtime.n_tokens]
             drafts = budget.draft_or_shadow(room, runtime.n_tokens, lambda n: drafter.propose(stream, token, n))
+        if growth is not None and runtime.n_tokens + 1 + len(drafts) > runtime.n_ctx():
+            growth.fit(runtime.n_tokens + 1 + len(drafts) + min(len(tokens) - i, growth.turn_room))
         first = runtime.n_tokens
         timed = time.perf_counter()
         if drafts:
@@ -235,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--session", type=Path, default=SESSION)
     parser.add_argument("--steps", type=int, default=None, help="replay only the first N steps")
     parser.add_argument("--no-draft", action="store_true", help="decode the assistant turns token by token")
+    parser.add_argument("--whole", action="store_true", help="allocate the largest context at the start (no growth)")
+    parser.add_argument("--free-gib", type=float, default=None, help="the memory planner's free-memory input (default: the kernel's)")
     parser.add_argument("--kv", choices=["f16", "q8_0"], default=None, help="KV cache type instead of the planner's")
     parser.add_argument("--flash-attn", choices=["on", "off"], default=None, help="flash attention instead of the planner's")
     args = parser.parse_args(argv)
@@ -261,8 +295,16 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         probe.close()
     total = session_size(head_tokens, step_tokens)
-    context = 1024 * ((total + 1024) // 1024 + 1)
-    plan = plan_memory(path, context, threads=policy.observe(meter.stop()), rollback_tokens=MAX_DRAFT)
+    if args.free_gib is not None:  # an 8 GB laptop with a browser open: 5
+        import models.memory
+
+        free = int(args.free_gib * (1 << 30))
+        models.memory.available_memory = lambda: free  # type: ignore[assignment]
+    # As `ribbit run` plans it: the largest context of the contract (131,072) where memory allows, starting
+    # small and growing (--whole: all of it allocated at the start).
+    plan = plan_memory(path, 131_072, threads=policy.observe(meter.stop()), rollback_tokens=MAX_DRAFT)
+    if args.whole:
+        plan.start_ctx = plan.n_ctx
     if plan.n_ctx < total + MAX_DRAFT:  # a small model's trained context (SmolLM2: 8,192) holds fewer steps
         fits, used = 0, len(head_tokens)
         for assistant, follow in step_tokens:
@@ -283,8 +325,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"session {args.session.name}: {len(steps)} steps, {total} tokens ({len(head_tokens)} system + task; tokenizer: {vocabulary}); "
           f"model {path.name}; plan: {plan.describe()}", flush=True)
     cpu0, load0 = os.times(), os.getloadavg()
-    runtime = LlamaRuntime(path, n_ctx=plan.n_ctx, n_batch=plan.n_batch, n_threads=plan.n_threads,
+    runtime = LlamaRuntime(path, n_ctx=plan.initial_ctx, n_batch=plan.n_batch, n_threads=plan.n_threads,
                            flash_attn=plan.flash_attn, type_kv=plan.type_kv, n_rs_seq=MAX_DRAFT)
+    from models.llama_backend import TURN_ROOM
+
+    growth = Growth(runtime, plan.n_ctx, TURN_ROOM)
     drafter = None if args.no_draft else LookupDrafter()
     budget = DraftBudget(VerifyCost())
     prefill_s = decode_s = 0.0
@@ -296,12 +341,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         pending = head_tokens
         for index, (assistant, follow) in enumerate(step_tokens, 1):
+            grown = growth.seconds
+            growth.fit(runtime.n_tokens + len(pending) + 1 + min(len(assistant), TURN_ROOM))
             started, step_cpu = time.perf_counter(), os.times()
             runtime.eval(pending)
             spent = time.perf_counter() - started
             prefill_s += spent
             prefill_n += len(pending)
-            result = teacher_forced(runtime, assistant, drafter, budget)
+            result = teacher_forced(runtime, assistant, drafter, budget, growth)
+            result["s"] -= growth.seconds - grown  # counted apart
             decode_s += result["s"]
             decode_n += len(assistant)
             batches += result["batches"]
@@ -323,14 +371,22 @@ def main(argv: list[str] | None = None) -> int:
                   f"(threads {plan.n_threads}); load {os.getloadavg()[0]:.2f}", flush=True)
             pending = follow
     finally:
+        runtime_ctx = runtime.n_ctx()
         runtime.close()
     model_wall = time.perf_counter() - wall0
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # before the bare loop below loads its own copy
     cpu1 = os.times()
     cpu = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
     tools_s = tools_wall(header, len(steps), args.session)
     bare_prefill, bare_decode = bare_rates(path, plan)
     print(f"\nwall time {model_wall + tools_s:.0f} s = prompt processing {prefill_s:.0f} s + decoding {decode_s:.0f} s "
-          f"+ tools and harness {tools_s:.1f} s (+ {model_wall - prefill_s - decode_s:.1f} s bookkeeping)")
+          f"+ tools and harness {tools_s:.1f} s + context growth {growth.seconds:.1f} s "
+          f"(+ {model_wall - prefill_s - decode_s - growth.seconds:.1f} s bookkeeping)")
+    print(f"context: {plan.initial_ctx} at the start, {runtime_ctx} at the end (largest {plan.n_ctx}); "
+          f"{len(growth.events)} growths: " + (", ".join(f"{a} -> {b} in {t:.2f} s" for a, b, t in growth.events) or "none")
+          + f"; peak resident memory {peak:.2f} GiB (model file {path.stat().st_size / 2**30:.2f} GiB)")
     print(f"time to first token per step: median {statistics.median(ttft):.1f} s, max {max(ttft):.1f} s")
     print(f"prompt {prefill_n / prefill_s:.1f} tok/s vs bare llama-cpp-python {bare_prefill:.1f} tok/s; "
           f"decode {decode_n / decode_s:.2f} tok/s ({'no drafts' if args.no_draft else 'with lookup drafts'}, teacher-forced) vs bare {bare_decode:.2f} tok/s "

@@ -30,6 +30,7 @@ from typing import Any
 from models.base import (
     Chunk,
     ContextFull,
+    ContextGrown,
     GenerationRequest,
     ModelError,
     ModelInfo,
@@ -54,7 +55,7 @@ from models.drafting import (
 from models.gguf_meta import read_metadata
 from models.grammar import ToolCallGrammar, literal
 from models.llama_runtime import LlamaRuntime
-from models.memory import MemoryPlan, available_memory, model_shape, plan_memory
+from models.memory import MemoryPlan, available_memory, grown_context, model_shape, plan_memory
 from models import llama_state
 from models.saved_points import GENERATED, PointMeta, consumed_matches, message_hash, read_meta
 from models.state_cache import DiskStateCache, Snapshot, SnapshotStore, model_identity
@@ -68,6 +69,9 @@ _STAND_IN = "RIBBIT_SYSTEM_STAND_IN_51c2"
 MIN_PREFIX_SNAPSHOT = 64
 # Prompt tokens evaluated between two checks of should_stop (and two progress reports).
 PREFILL_CHUNK = 128
+# A turn's room in the context: the prompt and this many tokens (or the turn's limit, if lower) must fit
+# before it starts; a longer turn grows the context as it goes (models.memory.grown_context).
+TURN_ROOM = 1024
 # MTP drafting: stop a draft at a token the head itself gives less than this; in --draft auto, switch
 # the head off when fewer than MTP_MIN_ACCEPTANCE of its first MTP_TRIAL drafted tokens were accepted.
 MTP_P_MIN = 0.3
@@ -118,6 +122,7 @@ class EngineStats:
     lookup: DraftStats = field(default_factory=DraftStats)
     mtp: DraftStats = field(default_factory=DraftStats)
     unguarded_renders: int = 0  # renders whose message texts could not be told from markup (tokenised whole)
+    growths: list[ContextGrown] = field(default_factory=list)  # the context made larger (_grow)
     verify_batches: int = 0  # decodes of more than one sampled/drafted token
     rolled_back: int = 0  # drafted tokens evaluated and then rolled back
 
@@ -211,7 +216,7 @@ class LlamaCppModel:
         wants_mtp = draft in ("mtp", "auto") and has_mtp_layer(meta)
         try:
             self.llm = LlamaRuntime(
-                path, n_ctx=self.plan.n_ctx, n_batch=self.plan.n_batch, n_threads=self.plan.n_threads,
+                path, n_ctx=self.plan.initial_ctx, n_batch=self.plan.n_batch, n_threads=self.plan.n_threads,
                 flash_attn=self.plan.flash_attn, type_kv=self.plan.type_kv, seed=seed,
                 n_rs_seq=self.plan.rollback_tokens, load_mtp=wants_mtp,
             )
@@ -241,7 +246,9 @@ class LlamaCppModel:
             quantization=FILE_TYPES.get(int(file_type), f"type {file_type}") if file_type else None,
             architecture=arch or None,
             dialect=self.template.dialect,
-            context_length=self.llm.n_ctx(),
+            # The largest context (compaction triggers there); the allocation grows to it (_grow).
+            context_length=max(self.plan.n_ctx, self.llm.n_ctx()),
+            context_allocated=self.llm.n_ctx(),
             opens_reasoning=self.template.opens_reasoning,
             threads=self.plan.threads.short() if self.plan.threads else str(self.plan.n_threads),
             threads_reason=self.plan.threads.reason() if self.plan.threads else "",
@@ -264,6 +271,8 @@ class LlamaCppModel:
             template=hashlib.sha256(self.template.source.encode()).hexdigest()[:16],
         )
         self.stats = EngineStats()
+        self._allocated = self.llm.n_ctx()
+        self._growths: list[ContextGrown] = []  # growths not yet reported in a turn's stream
         self._grammars: dict[str, ToolCallGrammar | None] = {}
         self._lookup = LookupDrafter()
         self.verify_cost = VerifyCost()  # timed on this machine while decoding
@@ -321,6 +330,8 @@ class LlamaCppModel:
             )
         usage = Usage(prompt_tokens=cached + len(new_tokens), cached_tokens=cached, evaluated_tokens=0)
         done_messages = [fingerprint(m) for m in messages] + [_GENERATED]
+        self._grow(cached + len(new_tokens) + 1 + min(request.max_tokens, TURN_ROOM))
+        yield from self._reported_growths()
         started = time.perf_counter()
         for done, rest in self._prefill(segments, request.should_stop):
             if rest is not None:
@@ -334,6 +345,7 @@ class LlamaCppModel:
                 yield TurnEnd(finish_reason="cancelled", usage=usage)
                 return
             usage.evaluated_tokens = done
+            yield from self._reported_growths()
             yield PrefillProgress(done=done, total=len(new_tokens))
         self._pending = []
         self._consumed = done_messages
@@ -371,6 +383,28 @@ class LlamaCppModel:
     def context_used(self) -> int:
         return self.llm.n_tokens + len(self._pending)
 
+    def _grow(self, needed: int) -> None:
+        """Make the context hold at least `needed` tokens (up to the largest): a larger context with the same
+        state (LlamaRuntime.resize)."""
+        allocated = self.llm.n_ctx()
+        largest = self.info.context_length
+        if needed <= allocated or allocated >= largest:
+            return
+        target = grown_context(allocated, needed, largest)
+        started = time.perf_counter()
+        try:
+            self.llm.resize(target)
+        except RuntimeError as exc:
+            raise ModelError(f"could not grow the context from {allocated} to {target} tokens: {exc}") from None
+        self._allocated = self.info.context_allocated = self.llm.n_ctx()
+        growth = ContextGrown(before=allocated, after=self._allocated, seconds=time.perf_counter() - started)
+        self.stats.growths.append(growth)
+        self._growths.append(growth)
+
+    def _reported_growths(self) -> Iterator[ContextGrown]:
+        while self._growths:
+            yield self._growths.pop(0)
+
     def count_tokens(self, text: str) -> int:
         """Tokens `text` takes as message text (sizing tool results, agent.core.output_budget); vocabulary only,
         so safe between turns."""
@@ -399,6 +433,7 @@ class LlamaCppModel:
                 last, parts = None, self._prompt_parts(messages[:1], tool_list, with_rest=False)
             if sum(len(t) for t, _ in parts) + 1 >= self.info.context_length:
                 last, parts = None, self._prompt_parts(messages[:1], tool_list, with_rest=False)
+        self._grow(sum(len(t) for t, _ in parts) + 1)
         segments = self._restore_prefix(parts)
         total = sum(len(t) for t, _ in segments)
         self._consumed, self._pending = [], []  # until the whole conversation is read
@@ -455,6 +490,7 @@ class LlamaCppModel:
         n_vocab = self.llm.n_vocab()
         if meta.n_tokens >= self.info.context_length or any(not 0 <= t < n_vocab for t in meta.pending):
             return "its saved state does not fit this context"
+        self._grow(meta.n_tokens + len(meta.pending) + 1)
         tokens = llama_state.load_file(self.llm, path, meta.n_tokens)
         if tokens is None or any(not 0 <= t < n_vocab for t in tokens):
             self.reset()
@@ -580,6 +616,8 @@ class LlamaCppModel:
             snap = self.snapshots.prefix(mark, tokens)
             if snap is not None and self._restore(snap):
                 return segments[index + 1 :]
+            if self.disk is not None and self.disk.has(tokens):
+                self._grow(len(tokens) + 1)
             if self.disk is not None and self.disk.load(self.llm, tokens):
                 self.stats.disk_loads += 1
                 self.stats.restored += len(tokens)
@@ -647,6 +685,8 @@ class LlamaCppModel:
         if forced:  # known tokens: read in one batch, like a prompt
             for token in forced:
                 sampler.accept(token)
+            self._grow(self.llm.n_tokens + len(forced) + min(request.max_tokens, TURN_ROOM))
+            yield from self._reported_growths()
             self._eval(forced)
             raws = [self.llm.piece(token) for token in forced]
             produced = len(forced)
@@ -684,6 +724,9 @@ class LlamaCppModel:
                 drafts, source = self._propose(token, room)
             else:
                 drafts = []
+            if self.llm.n_tokens + 1 + len(drafts) > self._allocated:
+                self._grow(self.llm.n_tokens + 1 + len(drafts) + min(request.max_tokens - produced, TURN_ROOM))
+                yield from self._reported_growths()
             first = self.llm.n_tokens
             if drafts:
                 timed = time.perf_counter()

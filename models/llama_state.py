@@ -12,7 +12,7 @@ there. Everything that keeps such a copy goes through here:
   budget; a load counts as a use.
 
 The users decide what a state means: models.state_cache (snapshots, the system prompt's disk cache),
-models.saved_points (a conversation's saved point), models.context_growth. Plain Python; no textual.
+models.saved_points (a conversation's saved point), models.llama_runtime (a context that grows). Plain Python; no textual.
 """
 
 from __future__ import annotations
@@ -62,14 +62,19 @@ def capture(llm: Any) -> StateData:
 
 def restore(llm: Any, data: StateData, tokens: list[int]) -> bool:
     """Put a captured state back; `tokens` are the tokens it holds. False if llama.cpp refused it."""
+    if not put(llm, data):
+        return False
+    set_tokens(llm, tokens)
+    return True
+
+
+def put(owner: Any, data: StateData) -> bool:
+    """Load a captured state into `owner.ctx` (any llama.cpp context: the model's, the MTP head's)."""
     import llama_cpp
 
     array = ctypes.c_uint8 * len(data)
     buffer = array.from_buffer(data) if isinstance(data, memoryview) and not data.readonly else array.from_buffer_copy(data)
-    if llama_cpp.llama_state_set_data(llm.ctx, buffer, len(data)) != len(data):
-        return False
-    set_tokens(llm, tokens)
-    return True
+    return bool(llama_cpp.llama_state_set_data(owner.ctx, buffer, len(data)) == len(data))
 
 
 def set_tokens(llm: Any, tokens: list[int]) -> None:
