@@ -294,7 +294,7 @@ def depth_speed(path: Path, work: Path, depths: list[int], prompt: int, rounds: 
             fill = ""
             base = model.prompt_tokens([system, ChatMessage(role="user", content="x")], SPECS)
             while model.count_tokens(fill) < depth - base:
-                fill += "".join(line.format(i=i) for i in range(len(fill.splitlines()), len(fill.splitlines()) + 32))
+                fill += "".join(line.format(i=i) for i in range(len(fill.splitlines()), len(fill.splitlines()) + 4))
             opening = [system, ChatMessage(role="user", content="Read this:\n" + fill)]
             model.reset()
             text, _, _ = turn(model, opening, max_tokens=1)

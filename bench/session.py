@@ -267,7 +267,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--session", type=Path, default=SESSION)
     parser.add_argument("--steps", type=int, default=None, help="replay only the first N steps")
     parser.add_argument("--no-draft", action="store_true", help="decode the assistant turns token by token")
+    parser.add_argument("--no-extras", action="store_true",
+                        help="the replay's figures only (no bare loop, verify-cost curve or offline acceptance)")
     parser.add_argument("--whole", action="store_true", help="allocate the largest context at the start (no growth)")
+    parser.add_argument("--weights", choices=["repacked", "plain"], default=None,
+                        help="llama.cpp's repacked weight copies or the mapped weights as they are, instead of the planner's")
     parser.add_argument("--free-gib", type=float, default=None, help="the memory planner's free-memory input (default: the kernel's)")
     parser.add_argument("--kv", choices=["f16", "q8_0"], default=None, help="KV cache type instead of the planner's")
     parser.add_argument("--flash-attn", choices=["on", "off"], default=None, help="flash attention instead of the planner's")
@@ -323,10 +327,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.flash_attn:
         plan.flash_attn = args.flash_attn == "on"
     print(f"session {args.session.name}: {len(steps)} steps, {total} tokens ({len(head_tokens)} system + task; tokenizer: {vocabulary}); "
-          f"model {path.name}; plan: {plan.describe()}", flush=True)
+          f"model {path.name}; plan: {plan.describe()}; weights {'repacked' if args.weights != 'plain' else 'plain'}", flush=True)
     cpu0, load0 = os.times(), os.getloadavg()
+    repack = args.weights != "plain"
     runtime = LlamaRuntime(path, n_ctx=plan.initial_ctx, n_batch=plan.n_batch, n_threads=plan.n_threads,
-                           flash_attn=plan.flash_attn, type_kv=plan.type_kv, n_rs_seq=MAX_DRAFT)
+                           flash_attn=plan.flash_attn, type_kv=plan.type_kv, n_rs_seq=MAX_DRAFT, repack=repack)
     from models.llama_backend import TURN_ROOM
 
     growth = Growth(runtime, plan.n_ctx, TURN_ROOM)
@@ -380,6 +385,14 @@ def main(argv: list[str] | None = None) -> int:
     cpu1 = os.times()
     cpu = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
     tools_s = tools_wall(header, len(steps), args.session)
+    if args.no_extras:
+        print(f"\nwall time {model_wall + tools_s:.0f} s = prompt processing {prefill_s:.0f} s + decoding {decode_s:.0f} s "
+              f"+ tools and harness {tools_s:.1f} s + context growth {growth.seconds:.1f} s; prompt {prefill_n / prefill_s:.1f} tok/s, "
+              f"decode {decode_n / decode_s:.2f} tok/s; {len(batches)} decodes for {decode_n} tokens ({accepted}/{drafted} drafts kept)")
+        print(f"context: {plan.initial_ctx} at the start, {runtime_ctx} at the end (largest {plan.n_ctx}); "
+              f"{len(growth.events)} growths: " + (", ".join(f"{a} -> {b} in {t:.2f} s" for a, b, t in growth.events) or "none")
+              + f"; peak resident memory {peak:.2f} GiB (model file {path.stat().st_size / 2**30:.2f} GiB)")
+        return 0
     bare_prefill, bare_decode = bare_rates(path, plan)
     print(f"\nwall time {model_wall + tools_s:.0f} s = prompt processing {prefill_s:.0f} s + decoding {decode_s:.0f} s "
           f"+ tools and harness {tools_s:.1f} s + context growth {growth.seconds:.1f} s "

@@ -195,6 +195,7 @@ class LlamaRuntime:
         seed: int = 0,
         n_rs_seq: int = 0,
         load_mtp: bool = False,
+        repack: bool = True,
     ) -> None:
         llama_cpp = _init_backend()
         from llama_cpp import _internals
@@ -202,6 +203,8 @@ class LlamaRuntime:
         self._llama_cpp = llama_cpp
         self.model_params = model_params(llama_cpp)
         self.model_params.load_mtp = load_mtp
+        if not repack:  # weights used where they are mapped, no repacked copy (benchmarks compare the two)
+            self.model_params.use_extra_bufts = False
         pages = MappedPages(path)
 
         @llama_cpp.llama_progress_callback
