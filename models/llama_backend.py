@@ -186,6 +186,7 @@ class LlamaCppModel:
         draft: DraftMode = "auto",
         adapt_threads: bool = True,
         chat_template: str | None = None,
+        verify_cost: VerifyCost | None = None,
     ) -> None:
         check_model_file(path)
         if draft not in DRAFT_MODES:
@@ -278,7 +279,8 @@ class LlamaCppModel:
         self._growths: list[ContextGrown] = []  # growths not yet reported in a turn's stream
         self._grammars: dict[str, ToolCallGrammar | None] = {}
         self._lookup = LookupDrafter()
-        self.verify_cost = VerifyCost()  # timed on this machine while decoding
+        # Timed on this machine while decoding (a test may fix it, to count drafts independent of the load).
+        self.verify_cost = verify_cost or VerifyCost()
         self._lookup_budget = DraftBudget(self.verify_cost)
         self._mtp_budget = DraftBudget(self.verify_cost)
         self._observe_contention(meter.stop())
