@@ -27,6 +27,7 @@ from agent.session import ApprovalDecision, ApprovalRequest, BashApprovalRequest
 from agent.session import (
     AgentEvent,
     CompactionEvent,
+    ContextEvent,
     ExternalChangeEvent,
     MessageEvent,
     ModeChanged,
@@ -378,6 +379,7 @@ class RibbitApp(App[int]):
         status.quantization = info.quantization
         status.threads = info.threads
         status.context_limit = min(limits.context, info.context_length or limits.context)
+        status.context_allocated = info.context_allocated or 0
         status.context_used = workspace.context_used()
         status.reasoning = reasoning_label(workspace)
 
@@ -538,6 +540,8 @@ class RibbitApp(App[int]):
             await transcript.add_notice(item.text, item.level)
         elif isinstance(item, ModeChanged):
             status.mode = item.mode
+        elif isinstance(item, ContextEvent):
+            status.context_allocated = item.to
         elif isinstance(item, CompactionEvent):
             status.context_used = item.after_tokens
             if item.trigger != "manual":  # /compact says it when it returns
@@ -720,7 +724,8 @@ class RibbitApp(App[int]):
             parts.append(info.quantization)
         if info.path:
             parts.append(info.path)
-        parts.append(f"context {info.context_length}")
+        grows = info.context_allocated is not None and info.context_allocated < info.context_length
+        parts.append(f"context {info.context_allocated} (grows to {info.context_length})" if grows else f"context {info.context_length}")
         return "model: " + " · ".join(parts) + ". /model SPEC switches (a GGUF path, default, openai:URL, replay:FILE)."
 
     @work(thread=True, exclusive=True, group="setup")

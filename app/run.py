@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import IO, TextIO
 
 from agent.session import ApprovalDecision, ApprovalRequest, Approver, BashApprovalRequest
-from agent.session import AgentEvent, EventSink, NoticeEvent, StopReason, SummaryEvent
+from agent.session import AgentEvent, ContextEvent, EventSink, NoticeEvent, StopReason, SummaryEvent
 from agent.session import JournalError
 from agent.session import Limits, run_interruptibly
 from agent.session import SavedSession, SessionError, SessionStore
@@ -100,11 +100,14 @@ class ProgressPrinter:
             first = (event.output.strip().splitlines() or [""])[0]  # type: ignore[union-attr]
             mark = "x" if event.is_error else "<"  # type: ignore[union-attr]
             self._line(f"  {mark} {_short(first, 100)}")
+        elif kind == "context":
+            e: ContextEvent = event  # type: ignore[assignment]
+            self._line(f"ribbit: context grew from {e.before} to {e.to} tokens ({e.seconds:.2f} s, nothing read again)")
         elif kind == "notice":
             self._line(f"ribbit: {event.level}: {visible(event.text)}")  # type: ignore[union-attr]
         elif kind == "summary":
-            e: SummaryEvent = event  # type: ignore[assignment]
-            self._line(f"ribbit: {e.stop_reason} after {e.steps} steps; files changed: {len(e.files_changed)}")
+            s: SummaryEvent = event  # type: ignore[assignment]
+            self._line(f"ribbit: {s.stop_reason} after {s.steps} steps; files changed: {len(s.files_changed)}")
 
     def _write(self, text: str) -> None:
         self.out.write(text)

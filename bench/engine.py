@@ -1,7 +1,7 @@
 """`python -m bench.engine [--qwen35 PATH.gguf] [--steps 20]` — the inference engine's figures, in one run.
 
-For the embedded SmolLM2 GGUF and (with --qwen35, default: the shared tiny fixture when present) a
-`qwen35` hybrid GGUF:
+For the embedded SmolLM2 GGUF and a `qwen35` hybrid GGUF (--qwen35; default: a tiny one built by our own
+converter into ribbit's cache, once):
 1. tokens evaluated / tokens in the stream over an N-step agent session (append-only: ~1.0), beside
    what a naive loop that re-renders the history each step would evaluate;
 2. decode tokens/s through ribbit's backend vs a bare llama-cpp-python loop on the same GGUF and settings;
@@ -12,8 +12,11 @@ For the embedded SmolLM2 GGUF and (with --qwen35, default: the shared tiny fixtu
 6. the cost of verifying 1 + k tokens in one batch vs one token, k = 1..8 (with the rollback snapshots);
 7. lookup drafting on a copy-heavy turn (writing out a file just read): decode speed-up, acceptance;
 8. the MTP head's acceptance, where the GGUF has the layer;
-9. prompt and decode speed by prefill batch size, KV type and flash attention (only with --only 9).
-`--qwen35 /work/models/frognano/frognano-synthetic-Q4_K_M.gguf --only 268` gives the real-size figures;
+9. prompt and decode speed by prefill batch size, KV type and flash attention (only with --only 9);
+d. prompt processing at depth (1K, 4K, 8K tokens in the context) through ribbit vs a bare llama-cpp-python
+   loop on the same state, same batch and threads (only with --only d).
+`--model frognano --no-qwen35 --only 268` gives the real-size figures (the synthetic FrogNano that
+`python -m bench.quantize` writes into ribbit's cache);
 `--after-busy 30` repeats section 2 right after 30 s of full load.
 Timings on a shared 2-core machine are noisy: A and B alternate and the figures are medians of ratios.
 """
@@ -29,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from agent.core.prompt import system_prompt
+from bench.assets import model_path, tiny_qwen35
 from agent.core.tools import default_tools
 from models.base import GenerationRequest, TextChunk, TurnEnd
 from models.chat import ChatMessage, ToolCall
@@ -37,7 +41,6 @@ from models.drafting import LookupDrafter
 from models.embedded import embedded_model_path
 from models.llama_backend import LlamaCppModel
 
-FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "tiny-qwen35-f16.gguf"
 TASK = "The tests in test_calc.py fail. Find the bug in calc.py and fix it, then run the tests."
 TOOLS = default_tools()
 SPECS = [t.spec() for t in TOOLS.values()]
@@ -235,6 +238,94 @@ def decode_speed(path: Path, work: Path, tokens: int, rounds: int) -> dict:
         "ribbit_loop_us": median(loop_only["ribbit"]) * 1e6 if loop_only["ribbit"] else None,
         "bare_loop_us": median(loop_only["bare"]) * 1e6 if loop_only["bare"] else None,
     }
+
+
+def depth_speed(path: Path, work: Path, depths: list[int], prompt: int, rounds: int, variants: list[str]) -> dict:
+    """Prompt processing at depth: a `prompt`-token user message read with `depth` tokens already in the
+    context, through ribbit's backend (as a turn: the message, its markup and the generation prompt) and
+    through a bare llama-cpp-python `Llama` loop evaluating the same tokens on the same state (same batch,
+    threads, KV type and flash attention), alternating, `rounds` pairs per depth; medians.
+
+    Each depth is one conversation (ribbit's system prompt, then a user message filling it to the depth and
+    a one-token answer), read once by ribbit, whose state after it the bare loop is given (nothing is
+    re-read: a round starts from ribbit's own snapshot, the bare loop from the same state copied in).
+    `variants` are llama.cpp settings the bare loop also runs with, each against ribbit's on the same
+    rounds: "ubatch 512" (llama-cpp-python's default micro-batch) and "plain weights" (no repacked copy)."""
+    from models import llama_state
+    from models.llama_runtime import open_llama
+
+    model = load(path, work / "depth-states", persist_states=False, temperature=0.0, draft="none",
+                 n_ctx=max(depths) + prompt + 2048)
+    plan = model.plan
+
+    def bare_loop(variant: str) -> object:
+        batch = 512 if variant == "ubatch 512" else plan.n_batch
+        options = dict(model_path=str(path), n_ctx=plan.n_ctx, n_batch=batch, n_ubatch=batch, n_threads=plan.n_threads,
+                       n_threads_batch=plan.n_threads, flash_attn=plan.flash_attn, type_k=plan.type_kv, type_v=plan.type_kv,
+                       verbose=False)
+        if variant != "plain weights":
+            return open_llama(**options)
+        import llama_cpp
+        import llama_cpp.llama_cpp as bindings
+
+        library = bindings.llama_model_default_params
+
+        def plain():  # type: ignore[no-untyped-def]
+            params = library()
+            params.use_extra_bufts = False
+            return params
+
+        bindings.llama_model_default_params = plain
+        try:
+            return llama_cpp.Llama(**options)
+        finally:
+            bindings.llama_model_default_params = library
+
+    system = session_messages(model, work)[0]
+    line = "    value_{i} = compute(request, field_{i}, default={i})  # step {i} of the handler\n"
+    asked = "Explain what this does:\n"
+    while model.count_tokens(asked) < prompt - 16:  # the turn's markup and generation prompt make up the rest
+        asked += line.format(i=1000 + len(asked.splitlines()))
+    question = ChatMessage(role="user", content=asked)
+    results: dict[int, dict[str, list[float]]] = {}
+    engines = ["ribbit", "bare", *variants]
+    try:
+        for depth in depths:
+            fill = ""
+            base = model.prompt_tokens([system, ChatMessage(role="user", content="x")], SPECS)
+            while model.count_tokens(fill) < depth - base:
+                fill += "".join(line.format(i=i) for i in range(len(fill.splitlines()), len(fill.splitlines()) + 4))
+            opening = [system, ChatMessage(role="user", content="Read this:\n" + fill)]
+            model.reset()
+            text, _, _ = turn(model, opening, max_tokens=1)
+            messages = [*opening, ChatMessage(role="assistant", content=text), question]
+            state, held = llama_state.capture(model.llm), model.stream_tokens()
+            times: dict[str, list[float]] = {name: [] for name in engines}
+            evaluated: list[int] = []
+            for index in range(rounds):
+                order = engines if index % 2 == 0 else engines[::-1]
+                for name in order:
+                    if name == "ribbit":
+                        _, end, _ = turn(model, messages, max_tokens=1)  # from ribbit's snapshot after the answer
+                        times[name].append(end.usage.prefill_s)
+                        evaluated.append(end.usage.evaluated_tokens)
+                        read = model.stream_tokens()[len(held) : len(held) + end.usage.evaluated_tokens]
+                        continue
+                    bare = bare_loop(name)
+                    try:
+                        if not llama_state.put(bare._ctx, state):  # type: ignore[attr-defined]
+                            raise SystemExit("the bare loop refused ribbit's state")
+                        bare.input_ids[: len(held)] = held  # type: ignore[attr-defined]
+                        bare.n_tokens = len(held)  # type: ignore[attr-defined]
+                        started = time.perf_counter()
+                        bare.eval(read)  # type: ignore[attr-defined]
+                        times[name].append(time.perf_counter() - started)
+                    finally:
+                        bare.close()  # type: ignore[attr-defined]
+            results[depth] = {"held": [len(held)], "tokens": evaluated, **times}
+    finally:
+        model.close()
+    return {"plan": plan.describe(), "results": results}
 
 
 def _timed_decode(decode, total: list[float], stubbed: list[bool]):  # type: ignore[no-untyped-def]
@@ -628,6 +719,19 @@ def report(name: str, path: Path, args: argparse.Namespace) -> None:
             print(f"   fastest prefill per CPU-second: {best['label']} (x{best['prefill_cpu_ratio']:.2f}); "
                   "the planner (models.memory) keeps its choice unless a setting beats it by more than 5 % on prefill "
                   "without losing decode speed")
+        if "d" in sections:
+            depths = depth_speed(path, work, args.depths, args.depth_prompt, args.rounds, args.depth_variants)
+            print(f"d. prompt processing at depth, {args.depth_prompt}-token message (median of {args.rounds} rounds, "
+                  f"alternating; ribbit's plan: {depths['plan']}):")
+            for depth, r in depths["results"].items():
+                tokens = statistics.median(r["tokens"])
+                ribbit = statistics.median(r["ribbit"])
+                line = (f"   {r['held'][0]:6d} deep: ribbit {tokens / ribbit:6.1f} tok/s vs bare {tokens / statistics.median(r['bare']):6.1f} "
+                        f"= {statistics.median(b / a for a, b in zip(r['ribbit'], r['bare'])):.3f}")
+                for variant in args.depth_variants:
+                    line += (f"; bare with {variant} {tokens / statistics.median(r[variant]):6.1f} tok/s "
+                             f"(ribbit / it {statistics.median(b / a for a, b in zip(r['ribbit'], r[variant])):.3f})")
+                print(line + f"  [{int(tokens)} tokens a round]", flush=True)
         if "8" in sections:
             mtp = mtp_acceptance(path, work, args.mtp_tokens)
             if mtp is None:
@@ -639,9 +743,10 @@ def report(name: str, path: Path, args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.engine", description=__doc__.splitlines()[0])
-    parser.add_argument("--qwen35", type=Path, default=FIXTURE if FIXTURE.is_file() else None,
-                        help="a qwen35 (hybrid) GGUF; default: the shared tiny fixture when present")
-    parser.add_argument("--model", type=Path, default=None, help="the first model (default: the embedded GGUF)")
+    parser.add_argument("--qwen35", type=Path, default=None,
+                        help="a qwen35 (hybrid) GGUF; default: a tiny one built into ribbit's cache (once)")
+    parser.add_argument("--model", type=model_path, default=None,
+                        help="the first model: a GGUF, or frognano (bench.quantize's); default: the embedded GGUF")
     parser.add_argument("--no-qwen35", action="store_true", help="the first model only (e.g. real size with --model)")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--decode-tokens", type=int, default=96)
@@ -654,14 +759,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settings", nargs="+", default=None, metavar="LABEL",
                         help="section 9: only these settings, by label (the first is the baseline)")
     parser.add_argument("--after-busy", type=float, default=0.0, help="also measure decode right after SECONDS of full load")
-    parser.add_argument("--only", default=None, help="sections to run, e.g. 15 (default: all)")
+    parser.add_argument("--only", default=None, help="sections to run, e.g. 15 (default: all but 9 and d)")
+    parser.add_argument("--depths", type=int, nargs="+", default=[1024, 4096, 8192], help="section d's depths")
+    parser.add_argument("--depth-prompt", type=int, default=512, help="section d's message length in tokens")
+    parser.add_argument("--depth-variants", nargs="*", default=[], choices=["ubatch 512", "plain weights"],
+                        help="section d: llama.cpp settings the bare loop also runs with")
     args = parser.parse_args(argv)
     print(f"ribbit engine benchmark (load average {load_average()} on a shared machine; CPU-time ratios are the steadier figures)")
     report("embedded", args.model or embedded_model_path(), args)
-    if args.qwen35 and not args.no_qwen35:
-        report("qwen35", args.qwen35, args)
-    elif not args.no_qwen35:
-        print("\n(no qwen35 GGUF: pass --qwen35 PATH)")
+    if not args.no_qwen35:
+        report("qwen35", args.qwen35 or tiny_qwen35(), args)
     return 0
 
 

@@ -6,7 +6,10 @@ and the MTP layer, ~9.3 GB in shards) straight to disk without holding it in RAM
 anonymous part, i.e. memory that is not page cache) and the output size. Prints figures; asserts
 nothing. The Q4_K_M file is kept for the engine's speed measurements at real size.
 
-    python -m bench.quantize [--out /tmp/ribbit-bench-quantize] [--type Q4_K_M] [--keep-checkpoint] [--vocab V.gguf]
+    python -m bench.quantize [--out DIR] [--type Q4_K_M] [--keep-checkpoint] [--vocab V.gguf|synthetic]
+
+DIR defaults to ribbit's cache (`$XDG_CACHE_HOME/ribbit/bench/frognano`), where bench.session and
+bench.reasoning look for the Q4_K_M. The vocabulary defaults to Qwen's trained one (bench.assets).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.assets import frognano_folder, qwen_vocabulary
 from quantize.quantizer import TYPES
 from quantize.tokenizer import QWEN35_REGEX
 
@@ -39,11 +43,10 @@ SHARD_BYTES = 2 * 1024**3
 # recorded session costs the tokens it would.
 QWEN35_TEMPLATE = Path(__file__).resolve().parents[1] / "tests" / "data" / "Qwen3.5-4B.jinja"
 MARKERS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
-# Qwen's trained byte-level BPE (151,643 tokens) with Qwen3.5's pre-tokenizer: llama.cpp's tokenizer test
-# vocabulary for qwen35, in the llama-cpp-python source archive. FrogNano's own has 248,320 entries; this
-# one spends about as many tokens on code and English, where the synthetic byte pairs spend twice as many
-# (bench.session's recording: 9,478 tokens vs 19,426).
-QWEN_BPE = Path("/work/src/llama_cpp_python-0.3.36/vendor/llama.cpp/models/ggml-vocab-qwen35.gguf")
+# The tokenizer is Qwen's trained byte-level BPE (151,643 tokens) with Qwen3.5's pre-tokenizer: llama.cpp's
+# tokenizer test vocabulary for qwen35, from the llama-cpp-python source archive (bench.assets fetches it
+# once). FrogNano's own has 248,320 entries; this one spends about as many tokens on code and English, where
+# the synthetic byte pairs spend twice as many (bench.session's recording: 9,478 tokens vs 19,426).
 _POOL = None
 
 
@@ -244,11 +247,12 @@ def _status_kb(pid: int, key: str) -> int:
     return 0
 
 
-def measure(cmd: list[str], quiet: bool = False) -> dict[str, float]:
-    """Run ``cmd``; wall time, peak RSS (kernel's, includes mapped page cache) and peak anonymous RSS."""
+def measure(cmd: list[str], quiet: bool = False, ok: tuple[int, ...] = (0,)) -> dict[str, float]:
+    """Run ``cmd``; wall time, peak RSS (kernel's, includes mapped page cache) and peak anonymous RSS.
+    An exit status outside `ok` ends the benchmark."""
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL if quiet else None)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL if quiet else None, stdin=subprocess.DEVNULL)
     peak_anon = 0
 
     def sample() -> None:
@@ -264,10 +268,10 @@ def measure(cmd: list[str], quiet: bool = False) -> dict[str, float]:
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     t.join()
-    if proc.returncode != 0:
+    if proc.returncode not in ok:
         raise SystemExit(f"{' '.join(cmd)} failed with {proc.returncode}")
     return {"wall_s": time.monotonic() - start, "cpu_s": usage.ru_utime + usage.ru_stime,
-            "peak_rss_gb": usage.ru_maxrss * 1024 / 1e9,
+            "peak_rss_gb": usage.ru_maxrss * 1024 / 1e9, "peak_rss_gib": usage.ru_maxrss / 2**20,
             "peak_anon_gb": peak_anon * 1024 / 1e9}
 
 
@@ -284,12 +288,17 @@ def _children(pid: int) -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.quantize", description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=Path("/tmp/ribbit-bench-quantize"), help="working directory")
+    ap.add_argument("--out", type=Path, default=frognano_folder(), help="working directory (default: %(default)s)")
     ap.add_argument("--type", default="Q4_K_M")
     ap.add_argument("--keep-checkpoint", action="store_true", help="keep the synthetic safetensors")
-    ap.add_argument("--vocab", default=str(QWEN_BPE) if QWEN_BPE.is_file() else "",
-                    help="a GGUF whose trained BPE the checkpoint's tokenizer takes ('': synthetic byte pairs)")
+    ap.add_argument("--vocab", default=None,
+                    help="a GGUF whose trained BPE the checkpoint's tokenizer takes (default: Qwen's, fetched once; "
+                         "'synthetic': byte pairs)")
     args = ap.parse_args(argv)
+    if args.vocab is None:
+        args.vocab = str(qwen_vocabulary())
+    elif args.vocab == "synthetic":
+        args.vocab = ""
     work: Path = args.out
     ckpt, mid, final = work / "frognano-synthetic", work / "frognano-synthetic.BF16.gguf", work / f"frognano-synthetic-{args.type}.gguf"
     work.mkdir(parents=True, exist_ok=True)

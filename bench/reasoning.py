@@ -11,11 +11,12 @@
    The template is the real Qwen3.5-4B one (tests/data), whatever the GGUF carries. Every task is checked
    solved on disk in both modes.
 2. Tokens. What llama.cpp evaluated in each session is counted again with a trained Qwen tokenizer
-   (`--vocab`, default llama.cpp's ggml-vocab-qwen35.gguf from the llama-cpp-python sources: Qwen's
-   151,643-token BPE with Qwen3.5's pre-tokenizer; FrogNano's own vocabulary has 248,320): written
-   tokens (reasoning and calls) and read tokens (tool results, prompts).
+   (`--vocab`, default llama.cpp's ggml-vocab-qwen35.gguf from the llama-cpp-python sources, fetched
+   once by bench.assets: Qwen's 151,643-token BPE with Qwen3.5's pre-tokenizer; FrogNano's own
+   vocabulary has 248,320): written tokens (reasoning and calls) and read tokens (tool results, prompts).
 3. Time at real size. Per-token costs measured on `--real-size` (default: the synthetic FrogNano in
-   /work/models — random weights, FrogNano's exact shapes and Q4_K_M size, so the same cost per token):
+   ribbit's cache, from bench.quantize — random weights, FrogNano's exact shapes and Q4_K_M size, so
+   the same cost per token):
    prompt tokens in batches, written tokens one at a time. Time per task = written x decode cost + read
    x prompt cost + the tools' own time from step 1.
 
@@ -42,15 +43,14 @@ from agent.core.events import AgentEvent, UsageEvent
 from agent.core.loop import Limits
 from agent.checkout.sandbox import sandbox_available
 from agent.session.workspace import open_workspace
-from bench.quantize import QWEN35_TEMPLATE, QWEN_BPE
+from bench.assets import frognano_gguf, qwen_vocabulary
+from bench.quantize import QWEN35_TEMPLATE
 from bench.reasoning_sessions import TASKS, ScriptedTask, forced_turns
-from bench.session import MODEL
 from models.base import Chunk, GenerationRequest, TurnEnd
 from models.llama_backend import LlamaCppModel
 
 ROOT = Path(__file__).resolve().parents[1]
 STARTER = ROOT / "evals" / "starter"
-TINY = ROOT.parent.parent / "shared" / "fixtures" / "tiny-qwen35-f16.gguf"
 
 
 class ForcedTurns:
@@ -188,25 +188,27 @@ def med(runs: list[Run], field: str) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--gguf", type=Path, default=TINY,
-                        help=f"the model sessions run on (default: {TINY}, or a tiny qwen35 built here)")
+    parser.add_argument("--gguf", type=Path, default=None,
+                        help="the model sessions run on (default: a tiny qwen35 with Qwen3.5's template, built here)")
     parser.add_argument("--template", type=Path, default=QWEN35_TEMPLATE, help="chat template replacing the GGUF's")
-    parser.add_argument("--vocab", default=str(QWEN_BPE) if QWEN_BPE.is_file() else "",
-                        help="a GGUF whose tokenizer counts the tokens ('' : the session model's)")
-    parser.add_argument("--real-size", default=str(MODEL) if MODEL.is_file() else "none",  # bench.session builds it
+    parser.add_argument("--vocab", default=None,
+                        help="a GGUF whose tokenizer counts the tokens (default: Qwen's, fetched once; '': the session model's)")
+    parser.add_argument("--real-size", default=str(frognano_gguf()) if frognano_gguf().is_file() else "none",  # bench.quantize builds it
                         help="a real-size GGUF to measure per-token costs on, or none")
     parser.add_argument("--repeats", type=int, default=2, help="sessions of each task in each mode (alternating)")
     parser.add_argument("--tasks", default=",".join(t.name for t in TASKS))
     args = parser.parse_args()
+    if args.vocab is None:
+        args.vocab = str(qwen_vocabulary())
     tasks = [t for t in TASKS if t.name in args.tasks.split(",")]
     sandbox, why = sandbox_available()
-    print(f"sessions on {args.gguf.name}, template {args.template.name}, sandbox "
+    print(f"sessions on {args.gguf.name if args.gguf else 'a tiny qwen35'}, template {args.template.name}, sandbox "
           f"{'bubblewrap' if sandbox else 'none (' + why + ')'}; {len(tasks)} tasks x {args.repeats} x on/off")
     import llama_cpp
 
     results: dict[tuple[str, bool], list[Run]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-reasoning-") as tmp:
-        if not args.gguf.is_file() and args.gguf == TINY:  # a clone without the shared fixtures: build one
+        if args.gguf is None:
             from tests.engine.tiny_qwen35 import build_tiny_qwen35
 
             args.gguf = build_tiny_qwen35(Path(tmp) / "tiny")

@@ -2,8 +2,8 @@
 
 The recorded session (bench/sessions/ribbit-fix.jsonl, made by `python -m bench.record_session`: 20
 steps of Glob/Read/Edit/Bash with real tool outputs on a copy of this repository) is replayed through
-the FrogNano-shaped Q4_K_M from `bench.quantize` (built into /work/models/frognano when missing,
-reused after). The token stream is built as FrogNano's template writes it (tools in the system turn,
+the FrogNano-shaped Q4_K_M from `bench.quantize` (built into ribbit's cache, `$XDG_CACHE_HOME/ribbit/bench`,
+when missing, reused after). The token stream is built as FrogNano's template writes it (tools in the system turn,
 Qwen3-Coder XML calls, tool results in `<tool_response>`). Each step: the new prompt tokens are
 evaluated (prompt processing), then the recorded assistant turn is *teacher-forced*: each of its
 tokens is treated as the sampled one, the lookup drafter proposes what follows it, the batch is
@@ -11,7 +11,11 @@ verified and whatever does not match the recording is rolled back — so prefill
 rollback costs are real. Tools + harness time is the wall time of replaying the same turns through
 `ribbit run` with the real tools (the model answering instantly). Prints figures; asserts nothing.
 
-    python -m bench.session [--gguf PATH|default] [--steps N] [--no-draft]
+    python -m bench.session [--gguf PATH|default] [--steps N] [--no-draft] [--whole] [--free-gib G]
+
+The context is planned as `ribbit run` plans it (131,072 where memory allows) and grows from the
+planner's start as ribbit's backend grows it; each growth is printed with its cost (`--whole`: the largest
+allocated at the start, for comparison). `--free-gib 5` plans as on an 8 GB laptop.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -26,12 +31,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.assets import frognano_gguf
 from models.drafting import DEPTH_BAND, MAX_DRAFT, PRIOR_COST, DraftBudget, LookupDrafter, VerifyCost
 
 ROOT = Path(__file__).resolve().parents[1]
 SESSION = ROOT / "bench" / "sessions" / "ribbit-fix.jsonl"
-MODEL_DIR = Path("/work/models/frognano")
-MODEL = MODEL_DIR / "frognano-synthetic-Q4_K_M.gguf"
+MODEL = frognano_gguf()
 
 
 def ensure_model(path: Path) -> Path:
@@ -107,7 +112,33 @@ def offline_acceptance(stream: list[int], spans: list[tuple[int, int]], k: int,
     return drafted, accepted, batches, costs
 
 
-def teacher_forced(runtime, tokens: list[int], drafter: LookupDrafter | None, budget: DraftBudget) -> dict:
+class Growth:
+    """The context growing as ribbit's backend grows it (models.llama_backend: room for the prompt and a turn
+    before each prefill, more while decoding), up to `largest`; each growth printed with its cost."""
+
+    def __init__(self, runtime, largest: int, turn_room: int) -> None:  # type: ignore[no-untyped-def]
+        self.runtime, self.largest, self.turn_room = runtime, largest, turn_room
+        self.events: list[tuple[int, int, float]] = []
+
+    def fit(self, needed: int) -> None:
+        from models.memory import grown_context
+
+        allocated = self.runtime.n_ctx()
+        if needed <= allocated or allocated >= self.largest:
+            return
+        target = grown_context(allocated, needed, self.largest)
+        started = time.perf_counter()
+        self.runtime.resize(target)
+        self.events.append((allocated, self.runtime.n_ctx(), time.perf_counter() - started))
+        print(f"           context {allocated} -> {self.runtime.n_ctx()} in {self.events[-1][2]:.2f} s", flush=True)
+
+    @property
+    def seconds(self) -> float:
+        return sum(s for _, _, s in self.events)
+
+
+def teacher_forced(runtime, tokens: list[int], drafter: LookupDrafter | None, budget: DraftBudget,
+                   growth: Growth | None = None) -> dict:
     """Decode `tokens` as if sampled: one by one, or with lookup drafts verified against the recording."""
     started = time.perf_counter()
     batches: list[int] = []
@@ -126,6 +157,8 @@ def teacher_forced(runtime, tokens: list[int], drafter: LookupDrafter | None, bu
         if drafter is not None and room > 0:
             stream = runtime.input_ids[: runtime.n_tokens]
             drafts = budget.draft_or_shadow(room, runtime.n_tokens, lambda n: drafter.propose(stream, token, n))
+        if growth is not None and runtime.n_tokens + 1 + len(drafts) > runtime.n_ctx():
+            growth.fit(runtime.n_tokens + 1 + len(drafts) + min(len(tokens) - i, growth.turn_room))
         first = runtime.n_tokens
         timed = time.perf_counter()
         if drafts:
@@ -182,7 +215,13 @@ def bare_rates(path: Path, plan, prompt_tokens: int = 256, decode_tokens: int = 
     return prefill, decode
 
 
-RECORDED_PYTHON = "/work/wt/speed/.venv/bin/python"
+# An interpreter named by absolute path in a recorded command (the recording machine's, e.g. `…/bin/python3`).
+RECORDED_PYTHON = re.compile(r"(?<![\w/.-])/[^\s'\"]*/bin/python[0-9.]*(?![\w/.-])")
+
+
+def local_python(text: str) -> str:
+    """`text` with every recorded interpreter path replaced by this process's interpreter."""
+    return RECORDED_PYTHON.sub(lambda _: sys.executable, text)
 
 
 def recorded_tree(session: Path, repo: Path) -> str:
@@ -208,7 +247,7 @@ def tools_wall(header: dict, steps: int, session: Path) -> float:
             subprocess.run(["git", "-C", str(repo), *args], check=True)
         replay = Path(tmp) / "turns.jsonl"
         # The recorded Bash calls name the recording checkout's interpreter: this one runs them here.
-        turns = [t.replace(RECORDED_PYTHON, sys.executable) for t in header["assistant_raw"][:steps]]
+        turns = [local_python(t) for t in header["assistant_raw"][:steps]]
         replay.write_text("".join(json.dumps({"text": t}) + "\n" for t in turns))
         started = time.perf_counter()
         subprocess.run([sys.executable, "-m", "app.cli", "run", header["task"], "--repo", str(repo), "--model",
@@ -228,6 +267,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--session", type=Path, default=SESSION)
     parser.add_argument("--steps", type=int, default=None, help="replay only the first N steps")
     parser.add_argument("--no-draft", action="store_true", help="decode the assistant turns token by token")
+    parser.add_argument("--no-extras", action="store_true",
+                        help="the replay's figures only (no bare loop, verify-cost curve or offline acceptance)")
+    parser.add_argument("--whole", action="store_true", help="allocate the largest context at the start (no growth)")
+    parser.add_argument("--weights", choices=["repacked", "plain"], default=None,
+                        help="llama.cpp's repacked weight copies or the mapped weights as they are, instead of the planner's")
+    parser.add_argument("--free-gib", type=float, default=None, help="the memory planner's free-memory input (default: the kernel's)")
     parser.add_argument("--kv", choices=["f16", "q8_0"], default=None, help="KV cache type instead of the planner's")
     parser.add_argument("--flash-attn", choices=["on", "off"], default=None, help="flash attention instead of the planner's")
     args = parser.parse_args(argv)
@@ -254,8 +299,16 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         probe.close()
     total = session_size(head_tokens, step_tokens)
-    context = 1024 * ((total + 1024) // 1024 + 1)
-    plan = plan_memory(path, context, threads=policy.observe(meter.stop()), rollback_tokens=MAX_DRAFT)
+    if args.free_gib is not None:  # an 8 GB laptop with a browser open: 5
+        import models.memory
+
+        free = int(args.free_gib * (1 << 30))
+        models.memory.available_memory = lambda: free  # type: ignore[assignment]
+    # As `ribbit run` plans it: the largest context of the contract (131,072) where memory allows, starting
+    # small and growing (--whole: all of it allocated at the start).
+    plan = plan_memory(path, 131_072, threads=policy.observe(meter.stop()), rollback_tokens=MAX_DRAFT)
+    if args.whole:
+        plan.start_ctx = plan.n_ctx
     if plan.n_ctx < total + MAX_DRAFT:  # a small model's trained context (SmolLM2: 8,192) holds fewer steps
         fits, used = 0, len(head_tokens)
         for assistant, follow in step_tokens:
@@ -274,10 +327,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.flash_attn:
         plan.flash_attn = args.flash_attn == "on"
     print(f"session {args.session.name}: {len(steps)} steps, {total} tokens ({len(head_tokens)} system + task; tokenizer: {vocabulary}); "
-          f"model {path.name}; plan: {plan.describe()}", flush=True)
+          f"model {path.name}; plan: {plan.describe()}; weights {'repacked' if args.weights != 'plain' else 'plain'}", flush=True)
     cpu0, load0 = os.times(), os.getloadavg()
-    runtime = LlamaRuntime(path, n_ctx=plan.n_ctx, n_batch=plan.n_batch, n_threads=plan.n_threads,
-                           flash_attn=plan.flash_attn, type_kv=plan.type_kv, n_rs_seq=MAX_DRAFT)
+    repack = args.weights != "plain"
+    runtime = LlamaRuntime(path, n_ctx=plan.initial_ctx, n_batch=plan.n_batch, n_threads=plan.n_threads,
+                           flash_attn=plan.flash_attn, type_kv=plan.type_kv, n_rs_seq=MAX_DRAFT, repack=repack)
+    from models.llama_backend import TURN_ROOM
+
+    growth = Growth(runtime, plan.n_ctx, TURN_ROOM)
     drafter = None if args.no_draft else LookupDrafter()
     budget = DraftBudget(VerifyCost())
     prefill_s = decode_s = 0.0
@@ -289,12 +346,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         pending = head_tokens
         for index, (assistant, follow) in enumerate(step_tokens, 1):
+            grown = growth.seconds
+            growth.fit(runtime.n_tokens + len(pending) + 1 + min(len(assistant), TURN_ROOM))
             started, step_cpu = time.perf_counter(), os.times()
             runtime.eval(pending)
             spent = time.perf_counter() - started
             prefill_s += spent
             prefill_n += len(pending)
-            result = teacher_forced(runtime, assistant, drafter, budget)
+            result = teacher_forced(runtime, assistant, drafter, budget, growth)
+            result["s"] -= growth.seconds - grown  # counted apart
             decode_s += result["s"]
             decode_n += len(assistant)
             batches += result["batches"]
@@ -316,14 +376,30 @@ def main(argv: list[str] | None = None) -> int:
                   f"(threads {plan.n_threads}); load {os.getloadavg()[0]:.2f}", flush=True)
             pending = follow
     finally:
+        runtime_ctx = runtime.n_ctx()
         runtime.close()
     model_wall = time.perf_counter() - wall0
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # before the bare loop below loads its own copy
     cpu1 = os.times()
     cpu = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
     tools_s = tools_wall(header, len(steps), args.session)
+    if args.no_extras:
+        print(f"\nwall time {model_wall + tools_s:.0f} s = prompt processing {prefill_s:.0f} s + decoding {decode_s:.0f} s "
+              f"+ tools and harness {tools_s:.1f} s + context growth {growth.seconds:.1f} s; prompt {prefill_n / prefill_s:.1f} tok/s, "
+              f"decode {decode_n / decode_s:.2f} tok/s; {len(batches)} decodes for {decode_n} tokens ({accepted}/{drafted} drafts kept)")
+        print(f"context: {plan.initial_ctx} at the start, {runtime_ctx} at the end (largest {plan.n_ctx}); "
+              f"{len(growth.events)} growths: " + (", ".join(f"{a} -> {b} in {t:.2f} s" for a, b, t in growth.events) or "none")
+              + f"; peak resident memory {peak:.2f} GiB (model file {path.stat().st_size / 2**30:.2f} GiB)")
+        return 0
     bare_prefill, bare_decode = bare_rates(path, plan)
     print(f"\nwall time {model_wall + tools_s:.0f} s = prompt processing {prefill_s:.0f} s + decoding {decode_s:.0f} s "
-          f"+ tools and harness {tools_s:.1f} s (+ {model_wall - prefill_s - decode_s:.1f} s bookkeeping)")
+          f"+ tools and harness {tools_s:.1f} s + context growth {growth.seconds:.1f} s "
+          f"(+ {model_wall - prefill_s - decode_s - growth.seconds:.1f} s bookkeeping)")
+    print(f"context: {plan.initial_ctx} at the start, {runtime_ctx} at the end (largest {plan.n_ctx}); "
+          f"{len(growth.events)} growths: " + (", ".join(f"{a} -> {b} in {t:.2f} s" for a, b, t in growth.events) or "none")
+          + f"; peak resident memory {peak:.2f} GiB (model file {path.stat().st_size / 2**30:.2f} GiB)")
     print(f"time to first token per step: median {statistics.median(ttft):.1f} s, max {max(ttft):.1f} s")
     print(f"prompt {prefill_n / prefill_s:.1f} tok/s vs bare llama-cpp-python {bare_prefill:.1f} tok/s; "
           f"decode {decode_n / decode_s:.2f} tok/s ({'no drafts' if args.no_draft else 'with lookup drafts'}, teacher-forced) vs bare {bare_decode:.2f} tok/s "

@@ -3,7 +3,7 @@ save it and to load it in a fresh model (a new process's resume), against readin
 and a compaction's cost from the measured per-token speeds.
 
     python -m bench.sessions                                   # the embedded SmolLM2, quick
-    python -m bench.sessions --model /work/models/frognano/frognano-synthetic-Q4_K_M.gguf --tokens 2000 8000
+    python -m bench.sessions --model frognano --tokens 2000 8000   # the synthetic FrogNano of bench.quantize
 
 Each conversation is prefilled once (that time is the re-read a saved state avoids), saved, then loaded
 into a second model instance with the same settings; load and re-read are alternated --rounds times and
@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from agent.core.compaction import ContextBudget
+from bench.assets import model_path
 from models.base import GenerationRequest, TurnEnd
 from models.chat import ChatMessage
 from models.embedded import embedded_model_path
@@ -49,7 +50,7 @@ def prefill(model: LlamaCppModel, messages: list[ChatMessage], decode: int = 0) 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", type=Path, default=None)
+    parser.add_argument("--model", type=model_path, default=None, help="a GGUF, or frognano (bench.quantize's); default: the embedded model")
     parser.add_argument("--tokens", type=int, nargs="+", default=[1000, 3000])
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--rounds", type=int, default=3)

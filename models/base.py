@@ -58,7 +58,10 @@ class ModelInfo(BaseModel):
     quantization: str | None = None
     architecture: str | None = None
     dialect: Dialect = "json"
-    context_length: int = 8192
+    context_length: int = 8192  # the largest context: compaction triggers there
+    # In-process backends whose context grows with the conversation: the tokens allocated now (None: all
+    # of context_length).
+    context_allocated: int | None = None
     # Backends that parse tool calls themselves (OpenAI-compatible servers) set this.
     native_tools: bool = False
     # The generation prompt already opened a reasoning block (`<think>\n`), so output starts inside it.
@@ -113,7 +116,16 @@ class TurnEnd:
     content: str | None = None
 
 
-Chunk = TextChunk | PrefillProgress | TurnEnd
+@dataclass(frozen=True)
+class ContextGrown:
+    """The backend made its context larger to fit the conversation (its state moved over, nothing re-read)."""
+
+    before: int
+    after: int
+    seconds: float
+
+
+Chunk = TextChunk | PrefillProgress | ContextGrown | TurnEnd
 
 
 @dataclass

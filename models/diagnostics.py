@@ -165,7 +165,16 @@ def memory_check(spec: str) -> ModelCheck:
         from models.spec import engine_options
         from models.threads import ThreadPolicy
 
-        threads = ThreadPolicy(flag=engine_options().threads).choice
-        return ModelCheck(name="memory plan", ok=True, detail=plan_memory(path, 131_072, threads=threads).describe())
+        from models.drafting import MAX_DRAFT
+        from models.gguf_meta import read_metadata
+        from models.memory import model_shape
+
+        options = engine_options()
+        threads = ThreadPolicy(flag=options.threads).choice
+        meta = read_metadata(path)
+        # As the backend loads it: drafting on a recurrent model keeps rollback snapshots (models.llama_backend).
+        rollback = MAX_DRAFT if options.draft != "none" and model_shape(meta).recurrent_layers else 0
+        plan = plan_memory(path, 131_072, threads=threads, rollback_tokens=rollback, meta=meta)
+        return ModelCheck(name="memory plan", ok=True, detail=plan.describe())
     except ModelError as exc:
         return ModelCheck(name="memory plan", ok=False, detail=str(exc))

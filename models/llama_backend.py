@@ -30,6 +30,7 @@ from typing import Any
 from models.base import (
     Chunk,
     ContextFull,
+    ContextGrown,
     GenerationRequest,
     ModelError,
     ModelInfo,
@@ -54,27 +55,10 @@ from models.drafting import (
 from models.gguf_meta import read_metadata
 from models.grammar import ToolCallGrammar, literal
 from models.llama_runtime import LlamaRuntime
-from models.memory import MemoryPlan, available_memory, model_shape, plan_memory
-from models.saved_points import (
-    GENERATED,
-    PointMeta,
-    consumed_matches,
-    load_state_file,
-    message_hash,
-    read_meta,
-    save_state_file,
-    write_meta,
-)
-from models.state_cache import (
-    DiskStateCache,
-    Snapshot,
-    SnapshotStore,
-    _set_tokens,
-    capture_state,
-    model_identity,
-    restore_state,
-    state_size,
-)
+from models.memory import MemoryPlan, available_memory, grown_context, model_shape, plan_memory
+from models import llama_state
+from models.saved_points import GENERATED, PointMeta, consumed_matches, message_hash, read_meta
+from models.state_cache import DiskStateCache, Snapshot, SnapshotStore, model_identity
 from models.threads import ContentionMeter, ThreadPolicy
 
 GGUF_MAGIC = b"GGUF"
@@ -83,8 +67,14 @@ _GENERATED = "<generated assistant turn>"
 _STAND_IN = "RIBBIT_SYSTEM_STAND_IN_51c2"
 # A prompt prefix shorter than this is not worth a snapshot of its own.
 MIN_PREFIX_SNAPSHOT = 64
-# Prompt tokens evaluated between two checks of should_stop (and two progress reports).
-PREFILL_CHUNK = 128
+# Prompt tokens evaluated between two checks of should_stop (and two progress reports): None, a whole
+# batch (the plan's n_batch). Half a batch (128 of 256) read prompts 0.95x as fast as a bare
+# llama-cpp-python loop at every depth at real size; whole batches 0.98x (bench.engine section d). A stop
+# then waits for at most one batch (~5 s at real size on 2 cores, 8K deep).
+PREFILL_CHUNK: int | None = None
+# A turn's room in the context: the prompt and this many tokens (or the turn's limit, if lower) must fit
+# before it starts; a longer turn grows the context as it goes (models.memory.grown_context).
+TURN_ROOM = 1024
 # MTP drafting: stop a draft at a token the head itself gives less than this; in --draft auto, switch
 # the head off when fewer than MTP_MIN_ACCEPTANCE of its first MTP_TRIAL drafted tokens were accepted.
 MTP_P_MIN = 0.3
@@ -135,6 +125,7 @@ class EngineStats:
     lookup: DraftStats = field(default_factory=DraftStats)
     mtp: DraftStats = field(default_factory=DraftStats)
     unguarded_renders: int = 0  # renders whose message texts could not be told from markup (tokenised whole)
+    growths: list[ContextGrown] = field(default_factory=list)  # the context made larger (_grow)
     verify_batches: int = 0  # decodes of more than one sampled/drafted token
     rolled_back: int = 0  # drafted tokens evaluated and then rolled back
 
@@ -191,10 +182,11 @@ class LlamaCppModel:
         state_dir: Path | None = None,
         persist_states: bool = True,
         snapshot_budget: int = 1 << 30,
-        prefill_chunk: int = PREFILL_CHUNK,
+        prefill_chunk: int | None = PREFILL_CHUNK,
         draft: DraftMode = "auto",
         adapt_threads: bool = True,
         chat_template: str | None = None,
+        verify_cost: VerifyCost | None = None,
     ) -> None:
         check_model_file(path)
         if draft not in DRAFT_MODES:
@@ -228,7 +220,7 @@ class LlamaCppModel:
         wants_mtp = draft in ("mtp", "auto") and has_mtp_layer(meta)
         try:
             self.llm = LlamaRuntime(
-                path, n_ctx=self.plan.n_ctx, n_batch=self.plan.n_batch, n_threads=self.plan.n_threads,
+                path, n_ctx=self.plan.initial_ctx, n_batch=self.plan.n_batch, n_threads=self.plan.n_threads,
                 flash_attn=self.plan.flash_attn, type_kv=self.plan.type_kv, seed=seed,
                 n_rs_seq=self.plan.rollback_tokens, load_mtp=wants_mtp,
             )
@@ -237,7 +229,7 @@ class LlamaCppModel:
         self._llama_cpp = llama_cpp
         self.sampling: dict[str, Any] = dict(temp=temperature, top_p=top_p, top_k=top_k, min_p=min_p)
         self.n_batch = self.plan.n_batch
-        self.prefill_chunk = max(1, min(prefill_chunk, self.plan.n_batch))
+        self.prefill_chunk = max(1, min(prefill_chunk or self.plan.n_batch, self.plan.n_batch))
         self.use_grammar = grammar
         # Text every assistant turn starts with, as if the model had written it (benchmarks, forcing a call).
         self.response_prefix = ""
@@ -258,7 +250,9 @@ class LlamaCppModel:
             quantization=FILE_TYPES.get(int(file_type), f"type {file_type}") if file_type else None,
             architecture=arch or None,
             dialect=self.template.dialect,
-            context_length=self.llm.n_ctx(),
+            # The largest context (compaction triggers there); the allocation grows to it (_grow).
+            context_length=max(self.plan.n_ctx, self.llm.n_ctx()),
+            context_allocated=self.llm.n_ctx(),
             opens_reasoning=self.template.opens_reasoning,
             threads=self.plan.threads.short() if self.plan.threads else str(self.plan.n_threads),
             threads_reason=self.plan.threads.reason() if self.plan.threads else "",
@@ -281,9 +275,12 @@ class LlamaCppModel:
             template=hashlib.sha256(self.template.source.encode()).hexdigest()[:16],
         )
         self.stats = EngineStats()
+        self._allocated = self.llm.n_ctx()
+        self._growths: list[ContextGrown] = []  # growths not yet reported in a turn's stream
         self._grammars: dict[str, ToolCallGrammar | None] = {}
         self._lookup = LookupDrafter()
-        self.verify_cost = VerifyCost()  # timed on this machine while decoding
+        # Timed on this machine while decoding (a test may fix it, to count drafts independent of the load).
+        self.verify_cost = verify_cost or VerifyCost()
         self._lookup_budget = DraftBudget(self.verify_cost)
         self._mtp_budget = DraftBudget(self.verify_cost)
         self._observe_contention(meter.stop())
@@ -338,6 +335,8 @@ class LlamaCppModel:
             )
         usage = Usage(prompt_tokens=cached + len(new_tokens), cached_tokens=cached, evaluated_tokens=0)
         done_messages = [fingerprint(m) for m in messages] + [_GENERATED]
+        self._grow(cached + len(new_tokens) + 1 + min(request.max_tokens, TURN_ROOM))
+        yield from self._reported_growths()
         started = time.perf_counter()
         for done, rest in self._prefill(segments, request.should_stop):
             if rest is not None:
@@ -351,6 +350,7 @@ class LlamaCppModel:
                 yield TurnEnd(finish_reason="cancelled", usage=usage)
                 return
             usage.evaluated_tokens = done
+            yield from self._reported_growths()
             yield PrefillProgress(done=done, total=len(new_tokens))
         self._pending = []
         self._consumed = done_messages
@@ -388,6 +388,28 @@ class LlamaCppModel:
     def context_used(self) -> int:
         return self.llm.n_tokens + len(self._pending)
 
+    def _grow(self, needed: int) -> None:
+        """Make the context hold at least `needed` tokens (up to the largest): a larger context with the same
+        state (LlamaRuntime.resize)."""
+        allocated = self.llm.n_ctx()
+        largest = self.info.context_length
+        if needed <= allocated or allocated >= largest:
+            return
+        target = grown_context(allocated, needed, largest)
+        started = time.perf_counter()
+        try:
+            self.llm.resize(target)
+        except RuntimeError as exc:
+            raise ModelError(f"could not grow the context from {allocated} to {target} tokens: {exc}") from None
+        self._allocated = self.info.context_allocated = self.llm.n_ctx()
+        growth = ContextGrown(before=allocated, after=self._allocated, seconds=time.perf_counter() - started)
+        self.stats.growths.append(growth)
+        self._growths.append(growth)
+
+    def _reported_growths(self) -> Iterator[ContextGrown]:
+        while self._growths:
+            yield self._growths.pop(0)
+
     def count_tokens(self, text: str) -> int:
         """Tokens `text` takes as message text (sizing tool results, agent.core.output_budget); vocabulary only,
         so safe between turns."""
@@ -416,6 +438,7 @@ class LlamaCppModel:
                 last, parts = None, self._prompt_parts(messages[:1], tool_list, with_rest=False)
             if sum(len(t) for t, _ in parts) + 1 >= self.info.context_length:
                 last, parts = None, self._prompt_parts(messages[:1], tool_list, with_rest=False)
+        self._grow(sum(len(t) for t, _ in parts) + 1)
         segments = self._restore_prefix(parts)
         total = sum(len(t) for t, _ in segments)
         self._consumed, self._pending = [], []  # until the whole conversation is read
@@ -457,18 +480,7 @@ class LlamaCppModel:
             identity=self.identity, n_tokens=len(tokens), pending=list(self._pending),
             consumed=[GENERATED if seen == _GENERATED else message_hash(seen) for seen in self._consumed],
         )
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError:
-            return False
-        if not save_state_file(self.llm, path, tokens):
-            return False
-        try:
-            write_meta(path, meta)
-        except OSError:
-            path.unlink(missing_ok=True)
-            return False
-        return True
+        return llama_state.save_file(self.llm, path, tokens, meta)
 
     def load_point(self, path: Path, messages: list[ChatMessage]) -> str | None:
         """Continue from a saved point of `messages`' conversation; None when loaded, else why not."""
@@ -483,11 +495,12 @@ class LlamaCppModel:
         n_vocab = self.llm.n_vocab()
         if meta.n_tokens >= self.info.context_length or any(not 0 <= t < n_vocab for t in meta.pending):
             return "its saved state does not fit this context"
-        tokens = load_state_file(self.llm, path, meta.n_tokens)
+        self._grow(meta.n_tokens + len(meta.pending) + 1)
+        tokens = llama_state.load_file(self.llm, path, meta.n_tokens)
         if tokens is None or any(not 0 <= t < n_vocab for t in tokens):
             self.reset()
             return "llama.cpp refused its saved state"
-        _set_tokens(self.llm, tokens)
+        llama_state.set_tokens(self.llm, tokens)
         self._consumed = [_GENERATED if seen == GENERATED else prints[i] for i, seen in enumerate(meta.consumed)]
         self._pending = list(meta.pending)
         self.stats.disk_loads += 1
@@ -608,10 +621,12 @@ class LlamaCppModel:
             snap = self.snapshots.prefix(mark, tokens)
             if snap is not None and self._restore(snap):
                 return segments[index + 1 :]
+            if self.disk is not None and self.disk.has(tokens):
+                self._grow(len(tokens) + 1)
             if self.disk is not None and self.disk.load(self.llm, tokens):
                 self.stats.disk_loads += 1
                 self.stats.restored += len(tokens)
-                self.snapshots.add(Snapshot(tokens=tokens, data=capture_state(self.llm), kind=mark))
+                self.snapshots.add(Snapshot(tokens=tokens, data=llama_state.capture(self.llm), kind=mark))
                 return segments[index + 1 :]
         self.llm.reset()
         return segments
@@ -629,21 +644,21 @@ class LlamaCppModel:
 
     def _snapshot_prefix(self, kind: str) -> None:
         tokens = self.stream_tokens()
-        if self.snapshots.prefix(kind, tokens) is None and state_size(self.llm) <= self.snapshots.budget:
-            self.snapshots.add(Snapshot(tokens=tokens, data=capture_state(self.llm), kind=kind))
+        if self.snapshots.prefix(kind, tokens) is None and llama_state.state_size(self.llm) <= self.snapshots.budget:
+            self.snapshots.add(Snapshot(tokens=tokens, data=llama_state.capture(self.llm), kind=kind))
         if self.disk is not None and not self.disk.has(tokens):
             self.disk.save(self.llm, tokens)
 
     def _snapshot_turn(self) -> None:
-        if state_size(self.llm) > self.snapshots.budget:
+        if llama_state.state_size(self.llm) > self.snapshots.budget:
             return  # a long conversation: copying it would cost more memory than it may save time
         tokens = self.stream_tokens()
         self.snapshots.add(
-            Snapshot(tokens=tokens, data=capture_state(self.llm), consumed=list(self._consumed), pending=list(self._pending))
+            Snapshot(tokens=tokens, data=llama_state.capture(self.llm), consumed=list(self._consumed), pending=list(self._pending))
         )
 
     def _restore(self, snap: Snapshot) -> bool:
-        if not restore_state(self.llm, snap.data, snap.tokens):
+        if not llama_state.restore(self.llm, snap.data, snap.tokens):
             self.llm.reset()
             return False
         self.stats.snapshot_restores += 1
@@ -675,6 +690,8 @@ class LlamaCppModel:
         if forced:  # known tokens: read in one batch, like a prompt
             for token in forced:
                 sampler.accept(token)
+            self._grow(self.llm.n_tokens + len(forced) + min(request.max_tokens, TURN_ROOM))
+            yield from self._reported_growths()
             self._eval(forced)
             raws = [self.llm.piece(token) for token in forced]
             produced = len(forced)
@@ -712,6 +729,9 @@ class LlamaCppModel:
                 drafts, source = self._propose(token, room)
             else:
                 drafts = []
+            if self.llm.n_tokens + 1 + len(drafts) > self._allocated:
+                self._grow(self.llm.n_tokens + 1 + len(drafts) + min(request.max_tokens - produced, TURN_ROOM))
+                yield from self._reported_growths()
             first = self.llm.n_tokens
             if drafts:
                 timed = time.perf_counter()

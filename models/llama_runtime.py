@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,55 @@ def open_llama(**kwargs: Any) -> Any:
         bindings.llama_model_default_params = previous
 
 
+class MappedPages:
+    """Drops this process's mapped pages of the model file, so that weights llama.cpp copied into its own
+    buffers (repacked for faster kernels) are not counted twice in resident memory.
+
+    llama.cpp maps the whole file and faults it in at once (MAP_POPULATE), then copies the tensors it
+    repacks; the mapped pages of those stay resident, never read again: 1.5 GiB of FrogNano's 2.6 GiB
+    Q4_K_M, on top of the copies. MADV_DONTNEED on the shared file mapping only unmaps pages from this
+    process (the page cache keeps them); the ones still used fault back in when read. Done during the
+    load (llama.cpp's progress callback) and once after it. Linux only; elsewhere nothing happens.
+    """
+
+    MADV_DONTNEED = 4
+    STEP = 0.05  # of the load's progress between two trims
+
+    def __init__(self, path: Path) -> None:
+        self.path = os.path.realpath(path)
+        self.last = -1.0
+        self._madvise: Any = None
+        if sys.platform.startswith("linux"):
+            libc = ctypes.CDLL(None, use_errno=True)
+            self._madvise = libc.madvise
+            self._madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+            self._madvise.restype = ctypes.c_int
+
+    def ranges(self) -> list[tuple[int, int]]:
+        found = []
+        try:
+            with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+                for line in maps:
+                    parts = line.split(maxsplit=5)
+                    if len(parts) == 6 and parts[5].rstrip("\n") == self.path:
+                        low, high = parts[0].split("-")
+                        found.append((int(low, 16), int(high, 16)))
+        except OSError:
+            return []
+        return found
+
+    def trim(self) -> None:
+        if self._madvise is None:
+            return
+        for low, high in self.ranges():
+            self._madvise(low, high - low, self.MADV_DONTNEED)
+
+    def on_progress(self, progress: float) -> None:
+        if progress - self.last >= self.STEP:
+            self.last = progress
+            self.trim()
+
+
 def _init_backend() -> Any:
     global _backend_ready
     import llama_cpp
@@ -145,6 +195,7 @@ class LlamaRuntime:
         seed: int = 0,
         n_rs_seq: int = 0,
         load_mtp: bool = False,
+        repack: bool = True,
     ) -> None:
         llama_cpp = _init_backend()
         from llama_cpp import _internals
@@ -152,7 +203,18 @@ class LlamaRuntime:
         self._llama_cpp = llama_cpp
         self.model_params = model_params(llama_cpp)
         self.model_params.load_mtp = load_mtp
+        if not repack:  # weights used where they are mapped, no repacked copy (benchmarks compare the two)
+            self.model_params.use_extra_bufts = False
+        pages = MappedPages(path)
+
+        @llama_cpp.llama_progress_callback
+        def on_progress(progress: float, _user: ctypes.c_void_p) -> bool:
+            pages.on_progress(progress)
+            return True  # go on loading
+
+        self.model_params.progress_callback = on_progress
         self._model = _internals.LlamaModel(path_model=str(path), params=self.model_params, verbose=False)
+        pages.trim()
         self.params = self._context_params(n_ctx, n_batch, n_threads, flash_attn, type_kv, n_rs_seq)
         self._ctx = _internals.LlamaContext(model=self._model, params=self.params, verbose=False)
         self.n_batch = n_batch
@@ -191,6 +253,36 @@ class LlamaRuntime:
 
     def n_ctx(self) -> int:
         return int(self._llama_cpp.llama_n_ctx(self.ctx))
+
+    def resize(self, n_ctx: int) -> None:
+        """Make the context hold `n_ctx` tokens, keeping the stream: its state is captured, the old context
+        freed, a new one made and the state put back (models.llama_state) — no token is evaluated again.
+        The MTP head's context follows. RuntimeError when llama.cpp refuses; the old size is kept then."""
+        from llama_cpp import _internals
+
+        from models import llama_state
+
+        tokens = [int(t) for t in self.input_ids[: self.n_tokens]]
+        data = llama_state.capture(self)
+        old = self.params
+        self.params = self._context_params(n_ctx, self.n_batch, old.n_threads, old.flash_attn_type == self._llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED,
+                                           old.type_k, old.n_rs_seq)
+        self._ctx.close()  # before the new one: the two caches never live at once
+        try:
+            self._ctx = _internals.LlamaContext(model=self._model, params=self.params, verbose=False)
+        except (ValueError, RuntimeError) as exc:
+            self.params = old
+            self._ctx = _internals.LlamaContext(model=self._model, params=old, verbose=False)
+            if not llama_state.put(self, data):
+                raise RuntimeError(f"llama.cpp could not make a {n_ctx}-token context ({exc}) nor restore the old one") from None
+            raise RuntimeError(f"llama.cpp could not make a {n_ctx}-token context: {exc}") from None
+        if not llama_state.put(self, data):
+            raise RuntimeError(f"llama.cpp refused the state of {len(tokens)} tokens in a {n_ctx}-token context")
+        ids = np.zeros((self.n_ctx(),), dtype=np.intc)
+        ids[: len(tokens)] = tokens
+        self.input_ids = ids
+        if self.mtp is not None:
+            self.mtp.resize(self, n_ctx)
 
     def n_vocab(self) -> int:
         return self._n_vocab
@@ -345,6 +437,7 @@ class MtpContext:
         self.calls = _NextnCalls(llama_cpp)
         params = target._context_params(target.n_ctx(), target.n_batch, n_threads, flash_attn, type_kv, 0)  # noqa: SLF001
         params.ctx_type = llama_cpp.LLAMA_CONTEXT_TYPE_MTP
+        self._params = params
         self._ctx = _internals.LlamaContext(model=target._model, params=params, verbose=False)  # noqa: SLF001
         self.n_embd = int(llama_cpp.llama_model_n_embd_out(target._model.model))  # noqa: SLF001
         self.n_vocab = target.n_vocab()
@@ -397,6 +490,31 @@ class MtpContext:
         self._verify_h, self._verify_from = hidden_rows, first_pos
         self.pending_h = hidden_rows[-1].copy()
         self.n_tokens = first_pos + n
+
+    def resize(self, target: LlamaRuntime, n_ctx: int) -> None:
+        """Follow the target into a context of `n_ctx` tokens, keeping the head's cache where llama.cpp
+        takes it back (else the head starts again, as after a restored state)."""
+        from llama_cpp import _internals
+
+        from models import llama_state
+
+        try:
+            data: llama_state.StateData | None = llama_state.capture(self)
+        except (RuntimeError, OSError, ValueError):
+            data = None
+        params = target._context_params(n_ctx, target.n_batch, self._params.n_threads,  # noqa: SLF001
+                                        self._params.flash_attn_type == self._llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED,
+                                        self._params.type_k, 0)
+        params.ctx_type = self._llama_cpp.LLAMA_CONTEXT_TYPE_MTP
+        self._llama_cpp.llama_batch_ext_free(self._batch)
+        self._ctx.close()
+        self._ctx = _internals.LlamaContext(model=target._model, params=params, verbose=False)  # noqa: SLF001
+        self._params = params
+        self.calls.set_embeddings(target.ctx, True, False)
+        self.calls.set_embeddings(self.ctx, True, True)
+        self._batch = self._llama_cpp.llama_batch_ext_init(self.ctx)
+        if data is None or not llama_state.put(self, data):
+            self.clear()
 
     def truncate(self, n_keep: int) -> None:
         memory = self._llama_cpp.llama_get_memory(self.ctx)

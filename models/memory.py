@@ -23,6 +23,11 @@ KvType = Literal["f16", "q8_0"]
 GGML_TYPES = {"f16": 1, "q8_0": 8}
 BYTES_PER_ELEMENT = {"f16": 2.0, "q8_0": 34 / 32}
 MIN_CONTEXT = 2048
+# The context allocated at the start, before the conversation asks for more (models.llama_runtime
+# grows it). Chosen by measurement (docs/performance.md): ribbit's system prompt, a short task and a turn
+# fit, and at FrogNano's size it is 128 MiB of f16 cache where the whole 131,072 would be 4 GiB.
+START_CONTEXT = 4096
+GROW_STEP = 1024
 HEADROOM = 512 << 20  # the OS, Python, ribbit itself
 # Measured (bench.engine section 9, README). Small caches (up to this): f16 without flash attention
 # (SmolLM2: prefill 1.33x, decode 1.06x vs q8_0 + FA). Larger ones: f16 with flash attention, since
@@ -38,7 +43,10 @@ GiB = float(1 << 30)
 
 
 class MemoryPlan(BaseModel):
-    n_ctx: int
+    n_ctx: int  # the largest context: what the conversation may grow to (compaction triggers there)
+    # The context allocated at the start (None: all of n_ctx); it grows as the conversation needs
+    # (models.llama_runtime.LlamaRuntime.resize), never re-reading a token.
+    start_ctx: int | None = None
     kv_type: KvType = "f16"
     flash_attn: bool = False
     n_batch: int = 256
@@ -55,7 +63,19 @@ class MemoryPlan(BaseModel):
 
     @property
     def total_bytes(self) -> int:
+        """At the largest context."""
         return self.model_bytes + self.kv_bytes + self.recurrent_bytes + self.compute_bytes
+
+    @property
+    def initial_ctx(self) -> int:
+        return min(self.n_ctx, self.start_ctx or self.n_ctx)
+
+    def kv_bytes_at(self, n_ctx: int) -> int:
+        return self.kv_bytes * n_ctx // max(1, self.n_ctx)
+
+    def bytes_at(self, n_ctx: int) -> int:
+        """What the plan needs with `n_ctx` allocated (the compute buffer taken at its largest)."""
+        return self.model_bytes + self.kv_bytes_at(n_ctx) + self.recurrent_bytes + self.compute_bytes
 
     @property
     def type_kv(self) -> int:
@@ -63,18 +83,30 @@ class MemoryPlan(BaseModel):
 
     def describe(self) -> str:
         free = f" of {self.free_bytes / GiB:.1f} GiB free" if self.free_bytes is not None else ""
+        start = self.initial_ctx
+        grows = start < self.n_ctx
         parts = [
-            f"context {self.n_ctx}",
+            f"context {start} (grows to {self.n_ctx})" if grows else f"context {self.n_ctx}",
             f"KV {self.kv_type}" + (" + flash attention" if self.flash_attn else ""),
             f"batch {self.n_batch}",
             self.threads.reason() if self.threads is not None else f"{self.n_threads} threads",
-            f"needs ~{self.total_bytes / GiB:.2f} GiB{free} "
-            f"(model {self.model_bytes / GiB:.2f}, KV {self.kv_bytes / GiB:.2f}, "
-            f"recurrent {self.recurrent_bytes / GiB:.2f}"
+            (f"needs ~{self.bytes_at(start) / GiB:.2f} GiB at the start, ~{self.total_bytes / GiB:.2f} GiB at {self.n_ctx}{free} "
+             if grows else f"needs ~{self.total_bytes / GiB:.2f} GiB{free} ")
+            + f"(model {self.model_bytes / GiB:.2f}, KV "
+            + (f"{self.kv_bytes_at(start) / GiB:.2f}-{self.kv_bytes / GiB:.2f}" if grows else f"{self.kv_bytes / GiB:.2f}") + ", "
+            + f"recurrent {self.recurrent_bytes / GiB:.2f}"
             + (f" with {self.rollback_tokens} rollback snapshots" if self.rollback_tokens else "")
             + f", compute {self.compute_bytes / GiB:.2f})",
         ]
         return ", ".join(parts) + "".join(f"; {n}" for n in self.notes)
+
+
+def grown_context(allocated: int, needed: int, largest: int) -> int:
+    """The context to grow to when `needed` tokens no longer fit `allocated`: at least half again as large
+    (a long conversation grows a few times, each growth copying its state once), in steps of GROW_STEP,
+    at most `largest`."""
+    target = max(needed, allocated + allocated // 2)
+    return min(largest, -(-target // GROW_STEP) * GROW_STEP)
 
 
 def available_memory() -> int | None:
@@ -169,9 +201,12 @@ def plan_memory(
     meta: dict[str, Any] | None = None,
     min_context: int = MIN_CONTEXT,
     headroom: int = HEADROOM,
+    start_context: int | None = None,
 ) -> MemoryPlan:
-    """The settings to load `path` with; ModelError when it cannot fit in `free` bytes."""
+    """The settings to load `path` with; ModelError when it cannot fit in `free` bytes. The plan's n_ctx is
+    the largest context that fits; `start_context` is what is allocated first (the context grows to n_ctx)."""
     meta = meta if meta is not None else read_metadata(path)
+    start_context = START_CONTEXT if start_context is None else start_context
     shape = model_shape(meta)
     free = available_memory() if free is None else free
     if threads is None:
@@ -198,13 +233,25 @@ def plan_memory(
     if plan.kv_bytes > FA_ABOVE:
         plan = build(ctx, "f16", True, n_batch)
     if free is not None and plan.total_bytes + headroom > free * (F16_SHARE if plan.flash_attn else 1.0):
+        notes.append(f"KV q8_0: with an f16 cache the plan for {ctx} tokens would need {plan.total_bytes / GiB:.1f} GiB, "
+                     f"over {'half ' if plan.flash_attn else ''}the free memory")
         plan = build(ctx, "q8_0", True, n_batch)
     if free is None:
+        plan.start_ctx = min(plan.n_ctx, start_context)
         return plan
     budget = free - headroom
     while plan.total_bytes > budget and plan.n_ctx > min_context:
         smaller = max(min_context, plan.n_ctx // 2)
         plan = build(smaller, plan.kv_type, plan.flash_attn, plan.n_batch)
+    if plan.total_bytes <= budget and plan.n_ctx < ctx:  # halving overshot: take back what fits, 1,024 at a time
+        low, high = plan.n_ctx // 1024, min(ctx, 2 * plan.n_ctx) // 1024
+        while low < high:
+            middle = (low + high + 1) // 2
+            if build(middle * 1024, plan.kv_type, plan.flash_attn, plan.n_batch).total_bytes <= budget:
+                low = middle
+            else:
+                high = middle - 1
+        plan = build(low * 1024, plan.kv_type, plan.flash_attn, plan.n_batch)
     if plan.total_bytes > budget and plan.n_batch > 64:
         plan = build(plan.n_ctx, plan.kv_type, plan.flash_attn, 64)
     if plan.total_bytes > budget:
@@ -214,5 +261,6 @@ def plan_memory(
             f"but only {free / GiB:.1f} GiB is free; close other programs or use a smaller quantisation"
         )
     if plan.n_ctx < ctx:
-        plan.notes.append(f"context reduced from {ctx} to fit free RAM")
+        plan.notes.append(f"largest context reduced from {ctx} to {plan.n_ctx} to fit free RAM")
+    plan.start_ctx = min(plan.n_ctx, start_context)
     return plan

@@ -6,27 +6,29 @@ A point is two files: `NAME.state` (llama.cpp's state file: KV cache, recurrent 
 The hashes tie the state to one conversation: a point is loaded only for the messages it was saved with,
 so a tampered or mismatched file is refused with a reason, never half-used. The agent decides where
 points live (agent.session.store keeps them in ribbit's state folder, hidden from the Bash sandbox) and
-how much disk they may take (`prune_points`).
+how much disk they may take (`prune_points`). The files themselves are written, loaded and pruned by
+models.llama_state.
 
 Plain Python; no textual, no agent.
 """
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
-import json
-import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
+from models import llama_state
 from models.chat import ChatMessage
+from models.llama_state import META_SUFFIX, STATE_SUFFIX, meta_path, write_meta
 
-POINT_SUFFIX = ".state"
-META_SUFFIX = ".json"
+__all__ = ["GENERATED", "META_SUFFIX", "POINT_SUFFIX", "PointMeta", "SavesPoints", "consumed_matches", "message_hash",
+           "meta_path", "prune_points", "read_meta", "write_meta"]
+
+POINT_SUFFIX = STATE_SUFFIX
 # A consumed entry that stands for an assistant turn the backend generated itself (its tokens are the
 # sampled ones, not a render of the message).
 GENERATED = "<generated>"
@@ -62,28 +64,9 @@ def message_hash(fingerprint: str) -> str:
     return hashlib.sha256(fingerprint.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-def meta_path(path: Path) -> Path:
-    return path.with_suffix(META_SUFFIX)
-
-
-def write_meta(path: Path, meta: PointMeta) -> None:
-    temp = meta_path(path).with_name(meta_path(path).name + f".{os.getpid()}.tmp")
-    temp.write_text(meta.model_dump_json())
-    os.replace(temp, meta_path(path))
-
-
 def read_meta(path: Path) -> PointMeta | str:
     """The point's metadata, or why it cannot be used (one line)."""
-    try:
-        raw = meta_path(path).read_bytes()
-    except FileNotFoundError:
-        return "its saved state is gone (evicted to keep the state folder within its budget)"
-    except OSError as exc:
-        return f"its saved state cannot be read ({exc.strerror or exc})"
-    try:
-        return PointMeta.model_validate(json.loads(raw))
-    except (ValueError, ValidationError):
-        return "its saved state's description is corrupt"
+    return llama_state.read_meta(path, PointMeta)
 
 
 def consumed_matches(consumed: list[str], fingerprints: list[str], roles: list[str]) -> bool:
@@ -98,76 +81,7 @@ def consumed_matches(consumed: list[str], fingerprints: list[str], roles: list[s
     return True
 
 
-def save_state_file(llm: Any, path: Path, tokens: list[int]) -> bool:
-    """llama.cpp's state file for the context (holding exactly `tokens`), written atomically."""
-    import llama_cpp
-
-    temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    array = (llama_cpp.llama_token * max(1, len(tokens)))(*tokens)
-    try:
-        if not llama_cpp.llama_state_save_file(llm.ctx, str(temp).encode(), array, len(tokens)):
-            temp.unlink(missing_ok=True)
-            return False
-        os.replace(temp, path)
-    except OSError:
-        temp.unlink(missing_ok=True)
-        return False
-    return True
-
-
-def load_state_file(llm: Any, path: Path, n_tokens: int) -> list[int] | None:
-    """The tokens of the state file at `path` once loaded into the context; None (and a cleared
-    context) when llama.cpp refuses it or it does not hold `n_tokens` tokens."""
-    import llama_cpp
-
-    from models.state_cache import _clear_memory
-
-    try:
-        if not path.is_file():
-            return None
-    except OSError:
-        return None
-    capacity = n_tokens + 1
-    array = (llama_cpp.llama_token * capacity)()
-    count = ctypes.c_size_t(0)
-    ok = llama_cpp.llama_state_load_file(llm.ctx, str(path).encode(), array, capacity, ctypes.byref(count))
-    if not ok or count.value != n_tokens:
-        llm.reset()
-        _clear_memory(llm)
-        return None
-    return list(array[: count.value])
-
-
-def point_files(folders: Iterable[Path]) -> list[Path]:
-    found: list[Path] = []
-    for folder in folders:
-        try:
-            found += [p for p in folder.rglob("*" + POINT_SUFFIX) if p.is_file()]
-        except OSError:
-            continue
-    return found
-
-
 def prune_points(root: Path, budget: int, keep: Iterable[Path] = ()) -> list[Path]:
     """Delete the least recently used points under `root` until they fit `budget` bytes; never those in
     `keep`. Returns what was deleted."""
-    kept = {p.resolve() for p in keep}
-    sized: list[tuple[float, int, Path]] = []
-    for path in point_files([root]):
-        try:
-            st = path.stat()
-        except OSError:
-            continue
-        sized.append((st.st_mtime, st.st_size, path))
-    total = sum(size for _, size, _ in sized)
-    deleted: list[Path] = []
-    for _, size, path in sorted(sized):
-        if total <= budget:
-            break
-        if path.resolve() in kept:
-            continue
-        path.unlink(missing_ok=True)
-        meta_path(path).unlink(missing_ok=True)
-        total -= size
-        deleted.append(path)
-    return deleted
+    return llama_state.prune(root, budget=budget, keep=keep)

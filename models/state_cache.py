@@ -8,76 +8,24 @@ stream is a snapshot taken there. Two stores:
 - `DiskStateCache` persists the system-prompt snapshot under `$XDG_CACHE_HOME/ribbit/states`, keyed by the
   model file and the exact tokens, so a second launch starts answering without re-reading the prompt.
 
-Plain Python around llama.cpp's `llama_state_*` calls; no textual, no app.
+The state itself is captured, restored, saved and pruned by models.llama_state; no textual, no app.
 """
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import json
-import mmap
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from models import llama_state
 from models.base import cache_folder
+from models.llama_state import STATE_SUFFIX, StateData
 
 DEFAULT_MEMORY_BUDGET = 1 << 30
 DISK_KEEP = 8  # state files kept per cache folder (newest by use)
-# A state file's name ends with this; the token list sits beside it as `<key>.json`.
-STATE_SUFFIX = ".state"
-
-
-def state_size(llm: Any) -> int:
-    """Bytes a capture of the context would take now (before allocating it)."""
-    import llama_cpp
-
-    return int(llama_cpp.llama_state_get_size(llm.ctx))
-
-
-# A captured state: bytes, or a view of the anonymous mapping capture_state wrote it into.
-StateData = bytes | memoryview
-
-
-def capture_state(llm: Any) -> StateData:
-    """The whole context state (KV cache, recurrent state, logits), tens of MB on a long context.
-
-    It goes into a fresh anonymous mapping and stays there: Python never zero-fills or copies it.
-    Allocating and copying a 69 MB state as Python objects held the GIL for 270-300 ms each here
-    (first-touch page faults), freezing the TUI thread; llama.cpp fills the mapping with the GIL
-    released.
-    """
-    import llama_cpp
-
-    size = llama_cpp.llama_state_get_size(llm.ctx)
-    mapping = mmap.mmap(-1, max(1, size))
-    written = llama_cpp.llama_state_get_data(llm.ctx, (ctypes.c_uint8 * size).from_buffer(mapping), size)
-    if written > size:
-        raise RuntimeError("llama.cpp wrote more state than it announced")
-    return memoryview(mapping)[:written]
-
-
-def restore_state(llm: Any, data: StateData, tokens: list[int]) -> bool:
-    """Put a captured state back; `tokens` are the tokens it holds. False if llama.cpp refused it."""
-    import llama_cpp
-
-    array = ctypes.c_uint8 * len(data)
-    buffer = array.from_buffer(data) if isinstance(data, memoryview) and not data.readonly else array.from_buffer_copy(data)
-    if llama_cpp.llama_state_set_data(llm.ctx, buffer, len(data)) != len(data):
-        return False
-    _set_tokens(llm, tokens)
-    return True
-
-
-def _set_tokens(llm: Any, tokens: list[int]) -> None:
-    llm.input_ids[: len(tokens)] = tokens
-    llm.n_tokens = len(tokens)
-    mtp = getattr(llm, "mtp", None)
-    if mtp is not None:
-        mtp.clear()  # the MTP head's cache belonged to the replaced state: it starts again from here
 
 
 @dataclass
@@ -174,60 +122,15 @@ class DiskStateCache:
 
     def save(self, llm: Any, tokens: list[int]) -> bool:
         """Write the context's current state (which must hold exactly `tokens`). False on any failure."""
-        import llama_cpp
-
-        target = self.path(tokens)
-        try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-        except OSError:
+        if not llama_state.save_file(llm, self.path(tokens), tokens):
             return False
-        temp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-        array = (llama_cpp.llama_token * len(tokens))(*tokens)
-        try:
-            if not llama_cpp.llama_state_save_file(llm.ctx, str(temp).encode(), array, len(tokens)):
-                temp.unlink(missing_ok=True)
-                return False
-            os.replace(temp, target)
-        except OSError:
-            temp.unlink(missing_ok=True)
-            return False
-        self._prune()
+        llama_state.prune(self.folder, max_files=self.keep)
         return True
 
     def load(self, llm: Any, tokens: list[int]) -> bool:
         """Restore the state saved for exactly `tokens`; False (and a clean context) when there is none."""
-        import llama_cpp
-
-        target = self.path(tokens)
-        if not target.is_file():
+        found = llama_state.load_file(llm, self.path(tokens), len(tokens), expected=tokens)
+        if found is None:
             return False
-        capacity = len(tokens) + 1
-        array = (llama_cpp.llama_token * capacity)()
-        count = ctypes.c_size_t(0)
-        ok = llama_cpp.llama_state_load_file(llm.ctx, str(target).encode(), array, capacity, ctypes.byref(count))
-        if not ok or list(array[: count.value]) != tokens:
-            llm.reset()
-            _clear_memory(llm)
-            return False
-        _set_tokens(llm, tokens)
-        try:
-            os.utime(target)  # pruning keeps the most recently used
-        except OSError:
-            pass
+        llama_state.set_tokens(llm, tokens)
         return True
-
-    def _prune(self) -> None:
-        try:
-            files = sorted(self.folder.glob("*" + STATE_SUFFIX), key=lambda p: p.stat().st_mtime, reverse=True)
-        except OSError:
-            return
-        for old in files[self.keep :]:
-            old.unlink(missing_ok=True)
-
-
-def _clear_memory(llm: Any) -> None:
-    import llama_cpp
-
-    memory = llama_cpp.llama_get_memory(llm.ctx)
-    if memory is not None:
-        llama_cpp.llama_memory_clear(memory, True)

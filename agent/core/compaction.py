@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from agent.core.events import CompactionEvent, MessageEvent, NoticeEvent, PrefillEvent, StopRun
+from agent.core.events import CompactionEvent, MessageEvent, NoticeEvent, PrefillEvent, StopRun, context_event
 from agent.text import valid_unicode
-from models.base import ChatModel, ContextFull, GenerationRequest, ModelError, PrefillProgress, TextChunk, TurnEnd
+from models.base import ChatModel, ContextFull, ContextGrown, GenerationRequest, ModelError, PrefillProgress, TextChunk, TurnEnd
 from models.chat import ChatMessage, ToolSpec
 
 if TYPE_CHECKING:
@@ -257,6 +257,8 @@ class Compactor:
                     pieces.append(chunk.text)
                 elif isinstance(chunk, PrefillProgress):
                     s.sink(PrefillEvent(done=chunk.done, total=chunk.total))
+                elif isinstance(chunk, ContextGrown):
+                    s.sink(context_event(chunk))
                 elif isinstance(chunk, TurnEnd):
                     end = chunk
         except ModelError:

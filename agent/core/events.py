@@ -1,7 +1,7 @@
 """Events the agent emits. The TUI, `ribbit run` and the transcript writer all consume the same stream.
 
 Transcript events (docs/contract.md) are `message`, `usage`, `approval`, `external_change`, `compaction`,
-`summary`; the rest are for live display only.
+`summary`, and ribbit's `context`; the rest are for live display only.
 """
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
+from models.base import ContextGrown
 from models.chat import ChatMessage, ToolCall
 
 StopReason = Literal["finished", "max_steps", "context", "turn_tokens", "error", "interrupted"]
@@ -59,6 +60,22 @@ class CompactionEvent(BaseModel):
     # "overflow": a turn ran out of room, "manual": /compact) and the summary that replaced the conversation.
     trigger: str = "auto"
     summary: str = ""
+
+
+class ContextEvent(BaseModel):
+    """The model's context grew to fit the conversation (its state moved into a larger one, nothing re-read):
+    `{"type": "context", "from": N, "to": M, "seconds": S}`."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    type: Literal["context"] = "context"
+    before: int = Field(alias="from")
+    to: int
+    seconds: float
+
+
+def context_event(grown: ContextGrown) -> ContextEvent:
+    return ContextEvent(before=grown.before, to=grown.after, seconds=round(grown.seconds, 3))
 
 
 class SummaryEvent(BaseModel):
@@ -130,6 +147,7 @@ AgentEvent = (
     | ApprovalEvent
     | ExternalChangeEvent
     | CompactionEvent
+    | ContextEvent
     | SummaryEvent
     | TextDelta
     | ReasoningDelta
@@ -143,7 +161,7 @@ AgentEvent = (
 
 EventSink = Callable[[AgentEvent], None]
 
-TRANSCRIPT_TYPES = frozenset({"message", "usage", "approval", "external_change", "compaction", "summary"})
+TRANSCRIPT_TYPES = frozenset({"message", "usage", "approval", "external_change", "compaction", "context", "summary"})
 
 
 def transcript_record(event: AgentEvent) -> dict[str, Any] | None:
@@ -152,7 +170,7 @@ def transcript_record(event: AgentEvent) -> dict[str, Any] | None:
         return None
     if isinstance(event, MessageEvent):
         return event.transcript()
-    return event.model_dump(exclude_none=False)
+    return event.model_dump(exclude_none=False, by_alias=True)
 
 
 class StopRun(Exception):

@@ -21,6 +21,7 @@ from agent.core.compaction import Compactor
 from agent.core.crashlog import describe, one_line
 from agent.core.events import (
     CompactionEvent,
+    context_event,
     EventSink,
     MessageEvent,
     NoticeEvent,
@@ -50,6 +51,7 @@ from agent.text import valid_unicode
 from models.base import (
     ChatModel,
     ContextFull,
+    ContextGrown,
     GenerationRequest,
     ModelError,
     ModelInfo,
@@ -380,6 +382,8 @@ class AgentSession:
                 splitter.feed(chunk.text)
             elif isinstance(chunk, PrefillProgress):
                 self.sink(PrefillEvent(done=chunk.done, total=chunk.total))
+            elif isinstance(chunk, ContextGrown):
+                self.sink(context_event(chunk))
             elif isinstance(chunk, TurnEnd):
                 end = chunk
         splitter.flush()

@@ -21,7 +21,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "agent.core.crashlog": ("describe",),
     "agent.core.events": (
-        "AgentEvent", "CompactionEvent", "EventSink", "ExternalChangeEvent", "MessageEvent", "ModeChanged",
+        "AgentEvent", "CompactionEvent", "ContextEvent", "EventSink", "ExternalChangeEvent", "MessageEvent", "ModeChanged",
         "NoticeEvent", "PrefillEvent", "ReasoningDelta", "StopReason", "SummaryEvent", "TextDelta", "ToolCallEvent",
         "ToolResultEvent", "TurnStarted", "UsageEvent", "ApprovalEvent",
     ),
@@ -65,6 +65,7 @@ if TYPE_CHECKING:
         AgentEvent,
         ApprovalEvent,
         CompactionEvent,
+        ContextEvent,
         EventSink,
         ExternalChangeEvent,
         MessageEvent,

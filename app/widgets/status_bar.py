@@ -31,6 +31,8 @@ class StatusBar(Static):
     threads: reactive[str | None] = reactive(None)
     context_used: reactive[int] = reactive(0)
     context_limit: reactive[int] = reactive(0)
+    # Tokens the model's context holds now, where it grows to context_limit (0: all of it)
+    context_allocated: reactive[int] = reactive(0)
     step: reactive[int] = reactive(0)
     max_steps: reactive[int] = reactive(150)
     tokens_per_s: reactive[float | None] = reactive(None)
@@ -50,7 +52,11 @@ class StatusBar(Static):
         if self.threads:
             parts.append((self.threads, "yellow" if "busy" in self.threads else ""))
         if self.context_limit:
-            parts.append((f"ctx {human_tokens(self.context_used)}/{human_tokens(self.context_limit)}", ""))
+            if 0 < self.context_allocated < self.context_limit:
+                parts.append((f"ctx {human_tokens(self.context_used)}/{human_tokens(self.context_allocated)} "
+                              f"(grows to {human_tokens(self.context_limit)})", ""))
+            else:
+                parts.append((f"ctx {human_tokens(self.context_used)}/{human_tokens(self.context_limit)}", ""))
         parts.append((f"step {self.step}/{self.max_steps}", ""))
         if self.tokens_per_s is not None:
             parts.append((f"{self.tokens_per_s:.1f} tok/s", ""))

@@ -197,6 +197,27 @@ def greedy(path: Path, draft: str, messages: list[ChatMessage], tmp: Path, token
     return model, text, model.stream_tokens()
 
 
+def cached_positions(model: LlamaCppModel) -> int:
+    """Positions llama.cpp's memory holds for the stream (its highest + 1): a rejected draft left behind
+    shows as one more than the stream's length."""
+    llama_cpp = model._llama_cpp  # noqa: SLF001
+    return int(llama_cpp.llama_memory_seq_pos_max(llama_cpp.llama_get_memory(model.llm.ctx), 0)) + 1
+
+
+class IdleMachineCost(VerifyCost):
+    """The verify cost of an idle, memory-bound machine (PRIOR_COST: a batch of 9 costs 1.7 decodes),
+    fixed whatever the machine is doing. Timed, the policy rightly drafts less on a busy machine (the
+    shipped Q4_1's copy: 118 drafts kept alone, 20-25 under the full suite); fixed, which drafts are
+    tried depends only on what the model writes, so counting the kept ones checks verify and rollback,
+    not the load."""
+
+    def record(self, n_tokens: int, seconds: float, depth: int = 0) -> None:
+        pass
+
+    def singles(self, depth: int) -> int:
+        return 2  # as if single decodes had been timed: no band waits for its yardstick
+
+
 # llama.cpp computes a verify batch with other kernels than a single token (on x86 Q8_0 goes through
 # llamafile's sgemm from 2 tokens up; attention differs too): SmolLM2's logits differ by up to ~1.0 between
 # the two, on the Q8_0 copy ribbit runs and on the shipped Q4_1 alike. So a greedy near-tie may resolve the
@@ -233,7 +254,7 @@ def test_greedy_output_with_lookup_drafts_is_plain_decodings_up_to_near_ties(wei
     path = embedded_model_path() if weights == "run" else shipped_model_path()
     plain, text_none, stream_none = greedy(path, "none", COPY_TASK, tmp_path, 160)
     plain.close()
-    model, text, stream = greedy(path, "lookup", COPY_TASK, tmp_path, 160)
+    model, text, stream = greedy(path, "lookup", COPY_TASK, tmp_path, 160, verify_cost=IdleMachineCost())
     try:
         lookup = model.stats.lookup
         # the copy is drafted, not decoded token by token (Q4_1: 118 kept; Q8_0: 25, its text leaves the file at the near-tie)
@@ -241,6 +262,7 @@ def test_greedy_output_with_lookup_drafts_is_plain_decodings_up_to_near_ties(wei
         assert model.stats.verify_batches > 0 and model.stats.rolled_back > 0  # both outcomes happened
         # tokens evaluated = tokens in the stream: rejected drafts do not count as evaluated
         assert model.stats.evaluated == len(stream)
+        assert cached_positions(model) == len(stream) == model.llm.n_tokens  # no rejected draft left in the cache
         assert not model._lookup_budget.shadowing  # nothing carried into the next turn
     finally:
         model.close()
@@ -266,6 +288,7 @@ def test_greedy_output_is_identical_on_a_hybrid_model_with_rollback(draft, tiny_
     try:
         assert model.recurrent and model.llm.n_rs_seq == 8
         assert stream == stream_none and text == text_none
+        assert cached_positions(model) == len(stream)
         stats = model.stats
         assert stats.verify_batches > 0
         if draft in ("lookup", "auto"):

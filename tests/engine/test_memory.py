@@ -95,3 +95,29 @@ def test_doctor_prints_the_plan():
     checks = {c.name: c for c in model_checks()}
     assert checks["memory plan"].ok
     assert "context" in checks["memory plan"].detail and "KV" in checks["memory plan"].detail
+
+
+def test_the_context_starts_small_and_grows_to_the_largest_the_plan_allows(frognano_file):
+    plan = plan_memory(frognano_file, 131072, free=32 * GiB, cores=2, meta=FROGNANO)
+    assert plan.initial_ctx == 4096 and plan.n_ctx == 131072
+    assert plan.bytes_at(4096) < plan.total_bytes - 3 * GiB  # the f16 cache for 131,072 tokens is 4 GiB
+    assert "context 4096 (grows to 131072)" in plan.describe()
+    whole = plan_memory(frognano_file, 131072, free=32 * GiB, cores=2, meta=FROGNANO, start_context=1 << 30)
+    assert whole.initial_ctx == 131072 and "grows" not in whole.describe()
+
+
+def test_a_tight_machine_gets_the_largest_context_that_fits_and_says_why(frognano_file):
+    plan = plan_memory(frognano_file, 131072, free=5 * GiB, cores=2, meta=FROGNANO, rollback_tokens=8)
+    assert plan.total_bytes <= 5 * GiB - 512 * 2**20
+    assert plan.n_ctx % 1024 == 0
+    assert plan.n_ctx > 32768  # not just halved until it fit
+    assert any("q8_0" in note and "half" in note for note in plan.notes)
+    assert any(f"to {plan.n_ctx}" in note for note in plan.notes)
+
+
+def test_growth_goes_half_again_in_steps_up_to_the_largest():
+    from models.memory import grown_context
+
+    assert grown_context(4096, 4200, 131072) == 6144  # half again, not just what is needed
+    assert grown_context(4096, 9000, 131072) == 9216  # what is needed, rounded up to a step
+    assert grown_context(98304, 140000, 131072) == 131072  # never past the largest

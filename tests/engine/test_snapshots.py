@@ -141,7 +141,8 @@ def test_snapshots_over_the_budget_are_not_taken(state_dir):
 def test_a_captured_state_lives_in_its_own_mapping_and_restores_exactly(state_dir):
     import mmap
 
-    from models.state_cache import capture_state, restore_state
+    from models.llama_state import capture as capture_state
+    from models.llama_state import restore as restore_state
 
     model = make_model(state_dir, persist_states=False)
     try:

@@ -232,6 +232,18 @@ async def test_status_bar_counts_prefill_and_external_changes(tui_app) -> None:
         assert "replay:replay.jsonl" in rendered and "step 0/150" in rendered
 
 
+async def test_status_bar_says_the_context_grows(tui_app) -> None:
+    from agent.core.events import ContextEvent
+
+    app = tui_app("Hi.")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        status = app.main.status
+        app.bridge.sink(ContextEvent(before=4096, to=8192, seconds=0.2))
+        await wait_for(pilot, lambda: status.context_allocated == 8192, what="the growth")
+        assert "/8.2k (grows to 131k)" in str(status.render())
+
+
 async def test_first_run_says_how_to_use_frognano(repo: Path, replay_file, monkeypatch) -> None:
     import app.app as app_module
     from models.replay import ReplayModel
