@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.fs import read_regular
-from agent.core.approvals import MODES, AllowList, ApprovalPolicy, Approver, Mode
+from agent.core.approvals import MODES, ApprovalPolicy, Approver, Mode, project_allow_list
 from agent.checkout.diffs import unified_diff
 from agent.core.events import AgentEvent, CompactionEvent, EventSink, ExternalChangeEvent, NoticeEvent, SummaryEvent
 from agent.checkout.gitcmd import shown
 from agent.checkout.journal import Journal, JournalError, UndoResult
-from agent.paths import project_state
+from agent.paths import private_git_dir, state_problem, unsuitable_folder
 from agent.core.loop import AgentSession, Limits, Notes
 from agent.checkout.ignored import COMPILED, OutsideChanges, is_cache
 from agent.core.tools.readstate import ReadState
@@ -53,12 +53,37 @@ class SetupNotice:
 
 
 def check_repo(repo: str | Path) -> Path:
+    """The folder the agent works in, resolved; SetupError (one line) for one that is missing, not a folder,
+    or no project (`/`, the home folder, a system folder: agent.paths.unsuitable_folder)."""
     root = Path(repo).expanduser()
     if not root.exists():
         raise SetupError(f"repository folder {root} does not exist")
     if not root.is_dir():
         raise SetupError(f"{root} is not a folder")
+    why = unsuitable_folder(root)
+    if why is not None:
+        raise SetupError(why)
     return root.resolve()
+
+
+def check_state() -> None:
+    """SetupError (one line) when ribbit's state folder cannot be written (agent.paths.state_problem)."""
+    why = state_problem()
+    if why is not None:
+        raise SetupError(why)
+
+
+def outside_git(root: Path) -> str | None:
+    """One line when `root` is not in a git repository (what undo then keeps, and where), else None."""
+    from agent.checkout.gitcmd import GitError, find_repository
+
+    try:
+        if find_repository(root) is not None:
+            return None
+    except GitError as exc:
+        return f"{root} cannot be checked for a git repository ({exc})"
+    return (f"{root} is not in a git repository: ribbit keeps undo points for it in a private journal "
+            f"({private_git_dir(root)}); `git init` there gives you your own history too")
 
 
 def external_note(change: ExternalChange) -> str:
@@ -275,6 +300,14 @@ class Workspace:
     def set_reasoning(self, on: bool | None) -> bool:
         return self.session.set_reasoning(on)
 
+    def allowed_prefixes(self) -> list[str]:
+        """The command prefixes the user allowed in this project ('always allow', `ribbit allow`)."""
+        return list(self.session.approvals.policy.allow.user)
+
+    def revoke_prefix(self, prefix: str) -> bool:
+        """Forget an allowed prefix (OSError when the list cannot be saved); False when it was not there."""
+        return self.session.approvals.policy.allow.remove(prefix)
+
     # -- the checkout ---------------------------------------------------------------------------
 
     def patch(self) -> str:
@@ -374,6 +407,7 @@ def open_workspace(
     """`save`: keep the session on disk as it goes (agent.session.store: the TUI and `ribbit run` do;
     eval, review and benchmarks do not); `resume`: go on with a saved one (implies save)."""
     root = check_repo(root)
+    check_state()
     try:
         settings = load_settings()
     except SandboxConfigError as exc:
@@ -390,7 +424,7 @@ def open_workspace(
             else "Bash cannot run in plan mode" if mode == "plan" else "every Bash call asks"
         )
     )
-    allow = AllowList(project_state(root) / "allow.json")
+    allow = project_allow_list(root)
     policy = ApprovalPolicy(mode, allow, sandboxed=runner.sandboxed)
     journal = Journal(root, namespace=journal_namespace) if journal_namespace else Journal(root)
     swept = journal.sweep_temp_files()
