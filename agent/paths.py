@@ -95,15 +95,40 @@ def unsuitable_folder(root: Path, environ: Mapping[str, str] | None = None) -> s
     return None
 
 
+def unwritable(folder: Path) -> str | None:
+    """Why a file cannot be made in `folder` (a read-only mount, no permission), or None. A real probe:
+    os.access says yes to root on a read-only mount."""
+    probe = folder / f".ribbit-probe-{os.getpid()}-{os.urandom(3).hex()}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    os.close(fd)
+    try:
+        probe.unlink()
+    except OSError:
+        pass
+    return None
+
+
 def state_problem() -> str | None:
     """Why ribbit cannot keep its state (sessions, journals, settings, command outputs), or None: one line."""
     folder = state_home()
     try:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        probe = folder / f".probe-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
+        why = unwritable(folder)
     except OSError as exc:
-        return (f"ribbit's state folder {folder} is not writable ({exc.strerror or exc}): ribbit keeps sessions, "
-                "undo journals and command outputs there; set XDG_STATE_HOME to a writable folder")
-    return None
+        why = exc.strerror or str(exc)
+    if why is None:
+        return None
+    return (f"ribbit's state folder {folder} is not writable ({why}): ribbit keeps sessions, undo journals and "
+            "command outputs there; set XDG_STATE_HOME to a writable folder")
+
+
+def read_only_checkout(root: Path) -> str | None:
+    """One line when the agent cannot write in `root` (only plan mode can work there), else None."""
+    why = unwritable(root)
+    if why is None:
+        return None
+    return (f"{root} is read-only ({why}): ribbit cannot edit here; --mode plan reads and plans without "
+            "changing anything")

@@ -23,7 +23,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "agent.core.events": (
         "AgentEvent", "CompactionEvent", "ContextEvent", "EventSink", "ExternalChangeEvent", "MessageEvent", "ModeChanged",
         "NoticeEvent", "PrefillEvent", "ReasoningDelta", "StopReason", "SummaryEvent", "TextDelta", "ToolCallEvent",
-        "ToolResultEvent", "TurnStarted", "UsageEvent", "ApprovalEvent",
+        "ToolResultEvent", "TurnStarted", "UsageEvent", "ApprovalEvent", "WritingProgress",
     ),
     "agent.core.instructions": ("INIT_TASK",),
     "agent.core.loop": ("Limits", "no_reasoning_switch", "run_interruptibly"),
@@ -84,6 +84,7 @@ if TYPE_CHECKING:
         ToolResultEvent,
         TurnStarted,
         UsageEvent,
+        WritingProgress,
     )
     from agent.core.instructions import INIT_TASK
     from agent.core.loop import Limits, no_reasoning_switch, run_interruptibly

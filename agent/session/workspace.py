@@ -15,7 +15,7 @@ from agent.checkout.diffs import unified_diff
 from agent.core.events import AgentEvent, CompactionEvent, EventSink, ExternalChangeEvent, NoticeEvent, SummaryEvent
 from agent.checkout.gitcmd import shown
 from agent.checkout.journal import Journal, JournalError, UndoResult
-from agent.paths import private_git_dir, state_problem, unsuitable_folder
+from agent.paths import private_git_dir, read_only_checkout, state_problem, unsuitable_folder
 from agent.core.loop import AgentSession, Limits, Notes
 from agent.checkout.ignored import COMPILED, OutsideChanges, is_cache
 from agent.core.tools.readstate import ReadState
@@ -264,6 +264,10 @@ class Workspace:
     def context_used(self) -> int:
         return self.session.model.context_used()
 
+    def prompt_tokens(self) -> int:
+        """Tokens the next turn will read (the status bar's gauge between turns, e.g. after /clear)."""
+        return self.session.compactor.next_prompt()
+
     def reasoning_state(self) -> bool | None:
         return self.session.reasoning_state()
 
@@ -294,6 +298,8 @@ class Workspace:
             raise ModeError(f"cannot switch to {mode!r} here")
         if mode == "full-auto" and not self.runner.sandboxed and not self.no_sandbox:
             raise ModeError("full-auto needs the sandbox for Bash, and there is none")
+        if mode != "plan" and (read_only := read_only_checkout(self.journal.root)) is not None:
+            raise ModeError(read_only)
         self.session.approvals.set_mode(mode)  # type: ignore[arg-type]  # checked against MODES above
         return self.mode
 
@@ -426,11 +432,15 @@ def open_workspace(
     )
     allow = project_allow_list(root)
     policy = ApprovalPolicy(mode, allow, sandboxed=runner.sandboxed)
+    # A read-only checkout: plan mode needs no undo point (nothing may change); other modes are one line.
+    read_only = read_only_checkout(root)
+    if read_only is not None and mode != "plan":
+        raise SetupError(read_only)
     journal = Journal(root, namespace=journal_namespace) if journal_namespace else Journal(root)
     swept = journal.sweep_temp_files()
     if resume is not None:
         journal.adopt(resume.session_id)  # undo goes on where the session left off
-    else:
+    elif read_only is None:
         journal.snapshot("start")
     journal_notices = journal.take_notices()
     recorder: SessionRecorder | None = None
@@ -473,9 +483,10 @@ def open_workspace(
 
         def before_task(prompt: str) -> None:
             # The files as they are when the prompt arrives: the point /rewind puts them back to.
-            foreign, mixed = watcher.take_since_snapshot() if watcher else (set(), set())
-            for line in journal.record_step("before a prompt", foreign=foreign, mixed=mixed):
-                sink(NoticeEvent(level="warning", text=line))
+            if journal.snapshots:  # none in a read-only checkout (plan mode): nothing to put back
+                foreign, mixed = watcher.take_since_snapshot() if watcher else (set(), set())
+                for line in journal.record_step("before a prompt", foreign=foreign, mixed=mixed):
+                    sink(NoticeEvent(level="warning", text=line))
             report.task_started()
             assert recorder is not None
             recorder.before_task(prompt)
@@ -505,6 +516,8 @@ def snapshot_changes(
     runs = [writable_runs(runner)]
 
     def after_step(step: int, calls: list[ToolCall]) -> None:
+        if not journal.snapshots:
+            return  # no start point (plan mode in a read-only checkout): nothing may change
         changed = any(call.name in CHANGING_TOOLS for call in calls)
         now = writable_runs(runner)
         if now is not None:
