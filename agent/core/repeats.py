@@ -72,8 +72,11 @@ class RepeatDetector:
 # counted, so a loop that only changes indentation or spacing is still the same loop.
 _STREAM_TOKENS = re.compile(r"\w+|\n|([^\w\s])\1*")
 REPEAT_MAX_PERIOD = 400  # the longest unit (in stream tokens) recognised as repeating
-REPEAT_MIN_COPIES = 3  # copies of the unit, the first included ...
-REPEAT_MIN_SPAN = 320  # ... and stream tokens the copies after the first must cover (bench/repetition.py: real files reach 296)
+REPEAT_MIN_COPIES = 4  # copies of the unit, the first included (3 copies of a long row: numpy's test data) ...
+REPEAT_MIN_SPAN = 320  # ... and stream tokens the copies after the first must cover
+SHORT_PERIOD = 8  # a unit this short (`None,` rows of a data table) must repeat over SHORT_SPAN tokens
+SHORT_SPAN = 4 * REPEAT_MIN_SPAN
+LONG_WORD = 48  # a "word" longer than this (`add_test_calc_add_test_calc...`) is read character by character
 
 
 class Repetition(BaseModel):
@@ -105,10 +108,18 @@ class RepetitionGuard:
         self.text += chunk
         # A word may go on in the next chunk: only what is followed by something else is a whole token.
         for match in _STREAM_TOKENS.finditer(self.text, self._scanned):
-            if match.end() == len(self.text) and not match.group().isspace():
+            token = match.group()
+            if len(token) > LONG_WORD and (token[0].isalnum() or token[0] == "_"):
+                # A word that does not end: its characters are the tokens (a loop inside one identifier).
+                for offset in range(match.start(), match.end()):
+                    self._scanned = offset + 1
+                    if self._add(self.text[offset], offset + 1):
+                        return self.found
+                continue
+            if match.end() == len(self.text) and not token.isspace():
                 break
             self._scanned = match.end()
-            if self._add(match.group(), match.end()):
+            if self._add(token, match.end()):
                 break
         return self.found
 
@@ -146,4 +157,5 @@ class RepetitionGuard:
 
     def _is_loop(self, run: int, period: int) -> bool:
         """`run` tokens after the first copy of a `period`-token unit have repeated it exactly."""
-        return run >= self.min_span and run + period >= self.min_copies * period
+        span = self.min_span if period >= SHORT_PERIOD else max(self.min_span, SHORT_SPAN)
+        return run >= span and run + period >= self.min_copies * period
