@@ -52,6 +52,7 @@ from app.messages import (
     ApprovalRequested, EventsReady, ModelLoaded, PromptSubmitted, RunFinished, SetupFailed, WorkspaceReady,
 )
 from app.screens.bash import BashApprovalScreen
+from app.screens.confirm import ConfirmScreen
 from app.screens.main import PROMPT_PLACEHOLDER, MainScreen
 from app.screens.pacing import PacedScreen
 from app.screens.review import EditReviewScreen
@@ -367,9 +368,21 @@ class RibbitApp(App[int]):
         if is_embedded(workspace.model_info.path) and not self.demo_said:
             self.demo_said = True
             await self.main.transcript.add_notice(FIRST_RUN_HINT, "info")
-        not_git = outside_git(workspace.journal.root)
-        if not_git:
+        resumed = self.config.continue_last or bool(self.config.resume)  # asked when it was started
+        not_git = None if resumed else outside_git(workspace.journal.root)
+        if not_git:  # said once, and asked: a folder that is no project is easy to start in by mistake
             await self.main.transcript.add_notice(not_git, "warning")
+            self.push_screen(ConfirmScreen("Work in this folder?", not_git, "work here", "quit"), self._outside_git)
+            return
+        await self.session_opened()
+
+    async def _outside_git(self, yes: bool | None) -> None:
+        if not yes:
+            self.action_quit_app()
+            return
+        await self.session_opened()
+
+    async def session_opened(self) -> None:
         await self.show_conversation()
         if self.pending_task is not None:
             task, self.pending_task = self.pending_task, None

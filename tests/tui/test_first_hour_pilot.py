@@ -172,3 +172,23 @@ async def test_always_allow_says_what_it_saved(tui_app, repo: Path) -> None:
         assert any("'python3 -m pytest'" in n for n in notices(app))
 
 
+
+
+async def test_outside_git_is_said_once_and_asked(replay_file, tmp_path: Path) -> None:
+    from app.screens.confirm import ConfirmScreen
+
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    app = make_app(folder, f"replay:{replay_file('Hello.')}")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the question")
+        assert sum("not in a git repository" in n for n in notices(app)) == 1
+        await pilot.press("y")
+        await send(pilot, "hi")
+        await idle(pilot)
+        assert app.workspace.session.messages[-1].content == "Hello."
+    quitting = make_app(folder, f"replay:{replay_file('Hello.')}")
+    async with quitting.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(quitting.screen, ConfirmScreen), what="the question")
+        await pilot.press("n")
+        await wait_for(pilot, lambda: not quitting.is_running, what="the app to quit")
