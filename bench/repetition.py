@@ -9,7 +9,8 @@ cut, and that no real file is.
    model wrote it, through a RepetitionGuard: the figure is the piece count at the cut against the
    whole answer (a loop cut early saves the rest; a prose answer that does not loop must not be cut).
 2. Real files. Every text file under `--files` (default: this repository, Python's standard library and
-   the installed packages) is streamed in `--chunk`-character pieces, as a model writing it would: the
+   the installed packages), up to what one turn can write (32 KiB: 8,192 tokens), is streamed in
+   `--chunk`-character pieces, as a model writing it in a Write call would: the
    figure is how many files are cut (a false cut) and the longest repeated run seen against the span
    a cut needs (REPEAT_MIN_SPAN), with the file that comes closest.
 
@@ -39,7 +40,7 @@ LOOP_PROMPTS = (
 )
 SUFFIXES = {".py", ".txt", ".md", ".json", ".toml", ".cfg", ".ini", ".c", ".h", ".js", ".css", ".tcss", ".yaml",
             ".yml", ".csv", ".rst", ".html", ".jinja", ".sh", ".pyi"}
-MAX_FILE_BYTES = 512 * 1024
+TURN_CHARS = 32 * 1024  # what one turn can write: 8,192 tokens (the turn cap) of about 4 characters
 
 
 def record(path: Path, max_tokens: int) -> None:
@@ -98,10 +99,10 @@ def files(folders: list[Path], chunk: int) -> None:
         for path in sorted(folder.rglob("*")):
             if {".git", ".venv", "node_modules"} & set(path.relative_to(folder).parts):
                 continue  # the repository's own environment is scanned as site-packages, once
-            if path.suffix not in SUFFIXES or not path.is_file() or path.stat().st_size > MAX_FILE_BYTES:
+            if path.suffix not in SUFFIXES or not path.is_file():
                 continue
             try:
-                text = path.read_text(encoding="utf-8")
+                text = path.read_text(encoding="utf-8")[:TURN_CHARS]
             except (UnicodeDecodeError, OSError):
                 continue
             count += 1

@@ -381,39 +381,56 @@ class AgentSession:
     def query(self, max_tokens: int | None = None, prompt_tokens: int = 0) -> Turn:
         reasoning = self.reasoning  # read once: /think may change it from another thread mid-turn
         self._opens_reasoning = self.model.info.opens_reasoning_for(reasoning)
+        # The guard watches what the model says and thinks, not what its tool calls carry: a file written
+        # with Write may repeat lines legitimately (a data table, 40,000 generated lines).
+        guard = RepetitionGuard()
+
+        def said(text: str) -> None:
+            guard.feed(text)
+            self.sink(TextDelta(text=text))
+
+        def thought(text: str) -> None:
+            guard.feed(text)
+            self.sink(ReasoningDelta(text=text))
+
         splitter = StreamSplitter.for_dialect(
             self.model.info.dialect,
-            on_text=lambda text: self.sink(TextDelta(text=text)),
-            on_reasoning=lambda text: self.sink(ReasoningDelta(text=text)),
+            on_text=said,
+            on_reasoning=thought,
             reasoning_opened=self._opens_reasoning,
         )
         request = GenerationRequest(
             messages=self.messages, tools=self.specs, max_tokens=max_tokens or self.limits.turn_tokens,
             reasoning=reasoning,
         )
-        text, end, repetition = self.stream(request, prompt_tokens, on_text=splitter.feed)
+        text, end, repetition = self.stream(request, prompt_tokens, on_text=splitter.feed, guard=guard)
         splitter.flush()
         self.report_usage(end)
         return Turn(text=text, end=end, repetition=repetition)
 
     def stream(
         self, request: GenerationRequest, prompt_tokens: int, on_text: Callable[[str], None] = lambda text: None,
-        purpose: Literal["turn", "summary"] = "turn",
+        purpose: Literal["turn", "summary"] = "turn", guard: RepetitionGuard | None = None,
     ) -> tuple[str, TurnEnd, Repetition | None]:
         """Run one generation: its text, its end, and the repetition that cut it short (None: not cut).
 
         Every backend's stream goes through here: the repetition guard stops a model that writes the same
-        text again and again, and the context gauge moves while it writes (WritingProgress)."""
-        guard = RepetitionGuard()
+        text again and again, and the context gauge moves while it writes (WritingProgress). `guard`: one
+        that `on_text` feeds (with the prose only); without it, the whole stream is watched."""
+        watch_all = guard is None
+        guard = guard or RepetitionGuard()
         request.should_stop = lambda: self.cancel_event.is_set() or guard.found is not None
         pieces: list[str] = []
         end: TurnEnd | None = None
-        written = 0
+        written = raw = 0
         for chunk in self.model.generate(request):
             if isinstance(chunk, TextChunk):
                 pieces.append(chunk.text)
+                raw += len(chunk.text)
+                guard.at_raw(raw)
                 on_text(chunk.text)
-                guard.feed(chunk.text)
+                if watch_all:
+                    guard.feed(chunk.text)
                 written += 1
                 if written % PROGRESS_EVERY == 0:
                     context = max(self.model.context_used(), prompt_tokens + written)

@@ -72,7 +72,7 @@ class RepeatDetector:
 # counted, so a loop that only changes indentation or spacing is still the same loop.
 _STREAM_TOKENS = re.compile(r"\w+|\n|([^\w\s])\1*")
 REPEAT_MAX_PERIOD = 400  # the longest unit (in stream tokens) recognised as repeating
-REPEAT_MIN_COPIES = 4  # copies of the unit, the first included (3 copies of a long row: numpy's test data) ...
+REPEAT_MIN_COPIES = 8  # copies of the unit, the first included (5 of a long row: the stdlib's email tests) ...
 REPEAT_MIN_SPAN = 320  # ... and stream tokens the copies after the first must cover
 SHORT_PERIOD = 8  # a unit this short (`None,` rows of a data table) must repeat over SHORT_SPAN tokens
 SHORT_SPAN = 4 * REPEAT_MIN_SPAN
@@ -84,7 +84,7 @@ class Repetition(BaseModel):
 
     unit: str  # the repeated text, as first written
     copies: int
-    keep_chars: int  # characters of the stream up to the end of the unit's first copy
+    keep_chars: int  # characters of the raw stream up to the end of the unit's first copy (see at_raw)
 
 
 class RepetitionGuard:
@@ -101,11 +101,25 @@ class RepetitionGuard:
         self._seen: dict[str, list[int]] = {}  # token -> its recent positions
         self._runs: dict[int, tuple[int, int]] = {}  # period -> (run length, position it was last extended at)
         self.found: Repetition | None = None
+        self._raw = 0  # characters of the raw stream so far (at_raw), when the guard is fed part of it
+        self._marks: list[tuple[int, int]] = []  # (len(text), raw length) after each feed
+
+    def at_raw(self, length: int) -> None:
+        """The raw stream (tool calls included) is `length` characters now: what is fed next is prose from it."""
+        self._raw = length
+
+    def raw_offset(self, offset: int) -> int:
+        """Where an offset in the text fed lies in the raw stream (the same offset without at_raw)."""
+        for fed, raw in self._marks:
+            if fed >= offset and raw:
+                return max(0, raw - (fed - offset))
+        return offset
 
     def feed(self, chunk: str) -> Repetition | None:
         if self.found is not None or not chunk:
             return self.found
         self.text += chunk
+        self._marks.append((len(self.text), self._raw))
         # A word may go on in the next chunk: only what is followed by something else is a whole token.
         for match in _STREAM_TOKENS.finditer(self.text, self._scanned):
             token = match.group()
@@ -149,13 +163,24 @@ class RepetitionGuard:
             return False
         run, period = best
         start = i - run - period + 1  # the first token of the first copy
+        if _primitive(self._tokens[start:start + period]) < SHORT_PERIOD and run < SHORT_SPAN:
+            return False  # 60 Ms are 60 copies of M: a short unit, judged as one (idna's data tables)
         first_end = self._ends[start + period - 1]
         first_start = self._ends[start - 1] if start > 0 else 0
         self.found = Repetition(unit=self.text[first_start:first_end].strip(), copies=(run + period) // period,
-                                keep_chars=first_end)
+                                keep_chars=self.raw_offset(first_end))
         return True
 
     def _is_loop(self, run: int, period: int) -> bool:
         """`run` tokens after the first copy of a `period`-token unit have repeated it exactly."""
         span = self.min_span if period >= SHORT_PERIOD else max(self.min_span, SHORT_SPAN)
         return run >= span and run + period >= self.min_copies * period
+
+
+def _primitive(unit: list[str]) -> int:
+    """The shortest period of `unit` (len(unit) when it is not a repeat of a shorter one)."""
+    size = len(unit)
+    for period in range(1, size // 2 + 1):
+        if size % period == 0 and unit[period:] == unit[:-period]:
+            return period
+    return size

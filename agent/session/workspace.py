@@ -27,7 +27,7 @@ from agent.checkout.output_spool import SavedOutputs
 from agent.session.store import SavedSession, SessionRecorder
 from agent.session.transcript import fanout
 from agent.checkout.watcher import ExternalChange, RepoWatcher, WatchedRunner
-from models.base import ChatModel, ModelInfo
+from models.base import ChatModel, ModelError, ModelInfo
 from models.chat import ChatMessage, ToolCall
 
 # Tools whose calls may change files; only steps with one of them are snapshotted (Bash only when
@@ -266,7 +266,10 @@ class Workspace:
 
     def prompt_tokens(self) -> int:
         """Tokens the next turn will read (the status bar's gauge between turns, e.g. after /clear)."""
-        return self.session.compactor.next_prompt()
+        try:
+            return self.session.compactor.next_prompt()
+        except ModelError:  # a template that cannot render a prompt without a user message (Qwen3.5's)
+            return self.session.model.context_used()
 
     def reasoning_state(self) -> bool | None:
         return self.session.reasoning_state()

@@ -32,7 +32,7 @@ def test_a_turn_that_repeats_itself_is_cut_and_the_model_recovers(capsys, tmp_pa
 
 
 def test_three_repeating_turns_in_a_row_end_the_run(capsys, tmp_path, repo, replay_file):
-    loop = "Checking. " * 400
+    loop = "Let me check calc.py again to be sure it is right. " * 150
     result = ribbit_run(capsys, tmp_path, repo, replay_file(loop, loop, loop, "never reached"))
     assert result.code != 0
     assert "repeated itself in 3 turns" in result.stderr
