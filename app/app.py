@@ -26,6 +26,7 @@ from textual.worker import Worker, WorkerState
 from agent.session import ApprovalDecision, ApprovalRequest, BashApprovalRequest, EditApprovalRequest
 from agent.session import (
     AgentEvent,
+    ApprovalEvent,
     CompactionEvent,
     ContextEvent,
     ExternalChangeEvent,
@@ -40,17 +41,19 @@ from agent.session import (
     ToolResultEvent,
     TurnStarted,
     UsageEvent,
+    WritingProgress,
 )
 from agent.session import INIT_TASK
 from agent.session import JournalError
 from agent.session import Limits, no_reasoning_switch
 from agent.session import SavedSession, SessionError, SessionStore
-from agent.session import ModeError, SetupError, Workspace, open_workspace
+from agent.session import ModeError, SetupError, Workspace, open_workspace, outside_git
 from app.messages import (
     ApprovalRequested, EventsReady, ModelLoaded, PromptSubmitted, RunFinished, SetupFailed, WorkspaceReady,
 )
 from app.screens.bash import BashApprovalScreen
-from app.screens.main import MainScreen
+from app.screens.confirm import ConfirmScreen
+from app.screens.main import PROMPT_PLACEHOLDER, MainScreen
 from app.screens.pacing import PacedScreen
 from app.screens.review import EditReviewScreen
 from app.screens.session_diff import SessionDiffScreen
@@ -58,18 +61,19 @@ from app.screens.sessions import RewindChoice, RewindScreen, SessionPickerScreen
 from app.visible import visible
 from app.widgets.prompt import MODE_ARGS, SLASH_COMMANDS
 from models.base import ChatModel, ModelError
+from models.embedded import DEMO_LIMITS, EMBEDDED_NAME, WORKING_MODELS, is_embedded
 from models.spec import DEFAULT_SPECS, load_model, resolve_spec
 
-FIRST_RUN_HINT = (
-    "Running the small embedded default model (SmolLM2-135M). For FrogNano, start ribbit with "
-    "--model /path/to/FrogNano.gguf (or set RIBBIT_MODEL), or build one with `ribbit quantize SRC`."
-)
+FIRST_RUN_HINT = f"Running {EMBEDDED_NAME}, {DEMO_LIMITS}. {WORKING_MODELS[0].upper()}{WORKING_MODELS[1:]}."
+MODEL_FAILED_HINT = ("type /model SPEC to load another (a GGUF path, default, openai:http://HOST:PORT/v1#MODEL), "
+                     "or quit (Ctrl+C twice) and start ribbit with --model SPEC")
 HELP_TEXT = "\n".join(
     ["Keys: Enter send · Shift+Enter/Ctrl+J newline · Up/Down history · Tab complete /command · "
      "Esc stop the model or tool · Ctrl+C twice quit",
      "Review: y approve · n reject (type a reason) · space toggle hunk · j/k move · a approve all (auto-edit) · "
      "s split/unified",
-     "Bash: y run · n don't · p always run this command prefix here without asking (read-only)"]
+     "Bash: y run · n don't · p run it, and from now on its program and subcommand here without asking "
+     "(read-only; /allowed lists and revokes)"]
     + [f"{name:<7} {text}" for name, text in SLASH_COMMANDS.items()]
 )
 CTRL_C_WINDOW_S = 2.0
@@ -268,6 +272,12 @@ class RibbitApp(App[int]):
         self.model: ChatModel | None = None
         self.busy = False
         self.pending_task: str | None = None
+        # Why the session could not open (the model did not load, the folder was refused): None while it
+        # loads or once it is open. `model_failed`: another /model SPEC can still open it.
+        self.setup_error: str | None = None
+        self.model_failed = False
+        self.demo_said = False
+        self.rewind_from = 0  # /rewind lists the prompts from this one on (/clear moves it)
         # The last plan-mode task's final answer, until it is carried out or another task starts.
         self.finished_plan: str | None = None
         self._last_answer = ""
@@ -301,6 +311,7 @@ class RibbitApp(App[int]):
 
     async def _start(self) -> None:
         if self.config.model is None and resolve_spec(None) in DEFAULT_SPECS:
+            self.demo_said = True
             await self.main.transcript.add_notice(FIRST_RUN_HINT, "info")
         if self.config.resume == "":  # `--resume` without an ID: choose
             sessions = SessionStore(self.config.repo).list()
@@ -324,9 +335,13 @@ class RibbitApp(App[int]):
                 resume = SessionStore(cfg.repo).load(session_id)
             if cfg.mode == "review":
                 raise SetupError("review mode is not available in the TUI yet; use `ribbit run --mode review TASK`")
-            model = cfg.model if cfg.model is not None and not isinstance(cfg.model, str) else load_model(
-                cfg.model, context=cfg.context
-            )
+            try:
+                model = cfg.model if cfg.model is not None and not isinstance(cfg.model, str) else load_model(
+                    cfg.model, context=cfg.context
+                )
+            except (ModelError, OSError) as exc:
+                self.post_message(SetupFailed(str(exc), model=True))
+                return
             self.model = model
             self.bridge.context_used = model.context_used
             workspace = open_workspace(
@@ -341,6 +356,7 @@ class RibbitApp(App[int]):
 
     async def on_workspace_ready(self, message: WorkspaceReady) -> None:
         workspace = self.workspace = message.workspace
+        self.setup_error, self.model_failed = None, False
         status = self.main.status
         self.show_model(workspace)
         status.max_steps = workspace.limits.max_steps
@@ -349,6 +365,24 @@ class RibbitApp(App[int]):
         # Everything loaded so far lives for the whole session: keep it out of the collector's
         # full passes, which otherwise grow into pauses a keystroke can feel.
         gc.freeze()
+        if is_embedded(workspace.model_info.path) and not self.demo_said:
+            self.demo_said = True
+            await self.main.transcript.add_notice(FIRST_RUN_HINT, "info")
+        resumed = self.config.continue_last or bool(self.config.resume)  # asked when it was started
+        not_git = None if resumed else outside_git(workspace.journal.root)
+        if not_git:  # said once, and asked: a folder that is no project is easy to start in by mistake
+            await self.main.transcript.add_notice(not_git, "warning")
+            self.push_screen(ConfirmScreen("Work in this folder?", not_git, "work here", "quit"), self._outside_git)
+            return
+        await self.session_opened()
+
+    async def _outside_git(self, yes: bool | None) -> None:
+        if not yes:
+            self.action_quit_app()
+            return
+        await self.session_opened()
+
+    async def session_opened(self) -> None:
         await self.show_conversation()
         if self.pending_task is not None:
             task, self.pending_task = self.pending_task, None
@@ -384,8 +418,17 @@ class RibbitApp(App[int]):
         status.reasoning = reasoning_label(workspace)
 
     async def on_setup_failed(self, message: SetupFailed) -> None:
+        self.setup_error, self.model_failed = message.text, message.model
+        self.pending_task = None  # it would wait for a session that is not coming
         self.main.status.model_name = "no model"
-        await self.main.transcript.add_notice(message.text, "error")
+        self.main.status.activity = ""
+        if message.model:
+            text = f"the model did not load: {message.text}; {MODEL_FAILED_HINT}"
+            self.main.prompt.placeholder = "no model loaded: /model SPEC loads one"
+        else:
+            text = f"ribbit cannot open this session: {message.text}"
+            self.main.prompt.placeholder = "no session: quit (Ctrl+C twice) and start ribbit again as the line above says"
+        await self.main.transcript.add_notice(text, "error")
 
     def on_unmount(self) -> None:
         self.collector.stop()
@@ -428,6 +471,10 @@ class RibbitApp(App[int]):
             await transcript.add_notice("the agent is still working; press Esc to stop it first", "warning")
             return
         await transcript.add_user(text)
+        if self.workspace is None and self.setup_error is not None:
+            hint = MODEL_FAILED_HINT if self.model_failed else "quit (Ctrl+C twice) and start ribbit as it says"
+            await transcript.add_notice(f"not sent: {self.setup_error}; {hint}", "error")
+            return
         if self.workspace is None:
             self.pending_task = text
             await transcript.add_notice("the model is still loading; your message goes out when it is ready")
@@ -450,6 +497,8 @@ class RibbitApp(App[int]):
             return
         with self._preload_lock:
             self.workspace.preload()
+            used = self.workspace.prompt_tokens()
+        self.call_from_thread(setattr, self.main.status, "context_used", used)
 
     @work(thread=True, exclusive=True, group="agent")
     def run_agent(self, task: str) -> None:
@@ -510,9 +559,16 @@ class RibbitApp(App[int]):
         elif isinstance(item, TurnStarted):
             self.turn = TurnStats()
             status.step = item.step
-            status.activity = "thinking"
+            # "thinking" only where the model reasons; otherwise it reads, then writes.
+            thinking = self.workspace is not None and bool(self.workspace.reasoning_state())
+            status.activity = "thinking" if thinking else "writing"
         elif isinstance(item, PrefillEvent):
             status.prefill = self.prefill_progress(item.done, item.total)
+        elif isinstance(item, WritingProgress):
+            status.prefill = None
+            status.context_used = item.context
+            if item.purpose == "summary":
+                status.activity = f"compacting: summary {item.tokens} tokens"
         elif isinstance(item, MessageEvent):
             if item.message.role == "assistant":
                 await transcript.end_turn()
@@ -533,6 +589,9 @@ class RibbitApp(App[int]):
         elif isinstance(item, ToolResultEvent):
             transcript.set_tool_result(item.tool_call_id, item.output, item.is_error)
             status.activity = "working"
+        elif isinstance(item, ApprovalEvent):
+            if item.decision == "rejected":
+                transcript.set_tool_rejected(item.tool_call_id)
         elif isinstance(item, ExternalChangeEvent):
             self.external_paths.update(item.paths)
             status.external_changes = len(self.external_paths)
@@ -547,6 +606,8 @@ class RibbitApp(App[int]):
             if item.trigger != "manual":  # /compact says it when it returns
                 await transcript.add_notice(
                     f"compacted the conversation to fit the context: {item.before_tokens} → {item.after_tokens} tokens")
+            if item.summary:
+                await transcript.add_notice(f"the conversation goes on from this summary:\n{item.summary}")
         elif isinstance(item, SummaryEvent):
             await transcript.end_turn()
             if item.stop_reason == "finished":
@@ -622,10 +683,19 @@ class RibbitApp(App[int]):
             await transcript.add_notice(HELP_TEXT)
         elif command == "/model" and not arg:
             await transcript.add_notice(self.describe_model())
+        elif command == "/model" and self.workspace is None and self.model_failed:
+            self.setup_error, self.model_failed, self.config.model = None, False, arg
+            self.main.prompt.placeholder = PROMPT_PLACEHOLDER
+            self.main.status.model_name = "loading model…"
+            await transcript.add_notice(f"loading {arg}…")
+            self.open_session()
         elif command not in SLASH_COMMANDS:
             await transcript.add_notice(f"unknown command {command}; /help lists them", "error")
         elif self.workspace is None:
-            await transcript.add_notice("the session is not open yet", "warning")
+            await transcript.add_notice(f"no session: {self.setup_error}" if self.setup_error else
+                                        "the session is not open yet", "warning")
+        elif command == "/allowed":
+            await self.allowed(arg)
         elif command == "/mode":
             await self.set_mode(arg)
         elif command == "/think":
@@ -645,9 +715,9 @@ class RibbitApp(App[int]):
             self.main.status.activity = "compacting"
             self.compact(arg)
         elif command == "/rewind":
-            prompts = self.workspace.prompts()
+            prompts = self.workspace.prompts()[self.rewind_from:]
             if not prompts:
-                await transcript.add_notice("nothing to rewind: no prompt in this session yet", "warning")
+                await transcript.add_notice("nothing to rewind: no prompt in this conversation yet", "warning")
             else:
                 self.push_screen(RewindScreen(prompts), callback=self._rewind_chosen)
         elif command == "/init":
@@ -657,8 +727,39 @@ class RibbitApp(App[int]):
         elif command == "/clear":
             await transcript.clear()
             self.workspace.clear()  # keeps the system prompt; the next task starts a new conversation
+            # /rewind goes back within this conversation only; the gauge shows what the next turn reads.
+            self.rewind_from = len(self.workspace.prompts())
+            self.main.status.context_used = self.workspace.prompt_tokens()
             self.preload()  # back to just the system prompt, read (or restored) before the next task
             self.main.status.step = 0
+
+    async def allowed(self, arg: str) -> None:
+        """`/allowed`: the command prefixes allowed here; `/allowed revoke N|PREFIX` forgets one."""
+        assert self.workspace is not None
+        transcript, prefixes = self.main.transcript, self.workspace.allowed_prefixes()
+        verb, _, target = arg.partition(" ")
+        if not verb:
+            if not prefixes:
+                await transcript.add_notice("no command prefixes allowed in this project ('p' in a Bash question adds one)")
+                return
+            listed = "\n".join(f"{n:>3}. {visible(p, one_line=True)}" for n, p in enumerate(prefixes, start=1))
+            await transcript.add_notice("run here without asking, read-only (/allowed revoke N forgets one):\n" + listed)
+            return
+        target = target.strip()
+        if verb != "revoke" or not target:
+            await transcript.add_notice("/allowed lists; /allowed revoke N (or the prefix) forgets one", "error")
+            return
+        if target.isdigit() and 1 <= int(target) <= len(prefixes):
+            target = prefixes[int(target) - 1]
+        try:
+            removed = self.workspace.revoke_prefix(target)
+        except OSError as exc:
+            await transcript.add_notice(f"/allowed: cannot save the list: {exc.strerror or exc}", "error")
+            return
+        if removed:
+            await transcript.add_notice(f"revoked: commands starting {visible(target, one_line=True)!r} ask again")
+        else:
+            await transcript.add_notice(f"{visible(target, one_line=True)!r} is not among the allowed prefixes", "error")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "carry_out_plan":  # otherwise the key goes on to the focused widget
@@ -775,21 +876,25 @@ class RibbitApp(App[int]):
     def compact(self, focus: str) -> None:
         """`/compact [focus]`: the model summarises the conversation, which goes on from the summary."""
         assert self.workspace is not None
+        after: int | None = None
         try:
             event = self.workspace.compact(focus)
             text = f"compacted: {event.before_tokens} → {event.after_tokens} tokens; the conversation goes on from the summary"
-            level = "info"
+            level, after = "info", event.after_tokens
         except ModelError as exc:
             text, level = f"compact: {exc}", "error"
         except Exception as exc:  # a bug: one line, the app goes on
             text, level = f"compact failed: {type(exc).__name__}: {exc}", "error"
-        self.call_from_thread(self._compacted, text, level)
+        self.call_from_thread(self._compacted, text, level, after)
 
-    async def _compacted(self, text: str, level: str) -> None:
+    async def _compacted(self, text: str, level: str, after: int | None = None) -> None:
         await self.drain()
         self.busy = False
         self.main.status.activity = ""
-        self.main.status.context_used = self.workspace.context_used() if self.workspace else 0
+        # The gauge shows what the next turn reads (the summary), as the notice says, not the model's cache,
+        # which still holds the conversation it summarised.
+        if after is not None:
+            self.main.status.context_used = after
         await self.main.transcript.add_notice(text, level)
 
     def _rewind_chosen(self, choice: RewindChoice | None) -> None:
@@ -800,9 +905,10 @@ class RibbitApp(App[int]):
     def rewind(self, choice: RewindChoice) -> None:
         """Back to before an earlier prompt (files, conversation or both); refusals are one line."""
         assert self.workspace is not None
-        prompt = self.workspace.prompts()[choice.index]
+        index = self.rewind_from + choice.index  # the list started at the last /clear
+        prompt = self.workspace.prompts()[index]
         try:
-            text = self.workspace.rewind(choice.index, files=choice.files, conversation=choice.conversation)
+            text = self.workspace.rewind(index, files=choice.files, conversation=choice.conversation)
         except (JournalError, SessionError) as exc:
             self.call_from_thread(self.main.transcript.add_notice, f"rewind: {exc}", "error")
             return
@@ -822,7 +928,14 @@ class RibbitApp(App[int]):
         """`/diff`: the session's changes (git runs here, off the UI thread), then the screen."""
         assert self.workspace is not None
         changes = self.workspace.session_diff()
-        self.call_from_thread(self.push_screen, SessionDiffScreen(changes))
+        self.call_from_thread(self.push_screen, SessionDiffScreen(changes), self._diff_closed)
+
+    def _diff_closed(self, typed: str | None) -> None:
+        """Keys typed while /diff was open go on in the prompt, where they were meant."""
+        if typed:
+            prompt = self.main.prompt
+            prompt.insert(typed)
+            prompt.focus()
 
 
 def reasoning_label(workspace: Workspace) -> str:

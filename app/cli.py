@@ -13,7 +13,7 @@ from agent.session import MODES
 from app.args import Parser, UsageError, on_off, positive, temperature
 from models.drafting import DRAFT_MODES
 
-SUBCOMMANDS = ("run", "quantize", "eval", "doctor", "undo")
+SUBCOMMANDS = ("run", "quantize", "eval", "doctor", "undo", "allow")
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
@@ -39,10 +39,21 @@ def apply_engine_options(args: argparse.Namespace) -> None:
     set_engine_options(EngineOptions(threads=args.threads, draft=args.draft, temperature=args.temperature))
 
 
+def ribbit_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ribbit")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
 def tui_parser() -> Parser:
     parser = Parser(prog="ribbit", description="ribbit: an offline coding agent for modest laptops")
+    parser.add_argument("--version", action="version", version=f"ribbit {ribbit_version()}")
     add_common(parser)
-    parser.add_argument("--context", type=positive, default=131_072, help="context window in tokens")
+    parser.add_argument("--context", type=positive, default=131_072, metavar="N",
+                        help="context window in tokens (default 131072; capped by what the model was trained on)")
     parser.add_argument("--no-sandbox", action="store_true", help="run Bash without the sandbox")
     parser.add_argument("-c", "--continue", dest="cont", action="store_true",
                         help="reopen the last session in this repository")
@@ -56,11 +67,20 @@ def run_parser() -> Parser:
     parser = Parser(prog="ribbit run", description="run one task non-interactively and print its patch")
     parser.add_argument("task", help="the task text, or - to read it from standard input up to the first empty line")
     add_common(parser)
-    parser.add_argument("--max-steps", type=positive, default=150)
-    parser.add_argument("--max-turn-tokens", type=positive, default=8192)
-    parser.add_argument("--context", type=positive, default=131_072)
-    parser.add_argument("--transcript", default=None, help="write JSON Lines events to FILE")
-    parser.add_argument("--patch-out", default=None, help="write the patch to FILE instead of stdout")
+    parser.add_argument("--max-steps", type=positive, default=150, metavar="N",
+                        help="stop after N assistant turns (exit 3; default 150)")
+    parser.add_argument("--max-turn-tokens", type=positive, default=8192, metavar="N",
+                        help="stop when one assistant turn writes N tokens (exit 3; default 8192)")
+    parser.add_argument("--context", type=positive, default=131_072, metavar="N",
+                        help="context window in tokens, capped by what the model was trained on; when the "
+                             "conversation no longer fits even after compaction: exit 3 (default 131072)")
+    parser.add_argument("--transcript", default=None, metavar="FILE", help="write JSON Lines events to FILE")
+    parser.add_argument("--patch-out", default=None, metavar="FILE",
+                        help="write the patch to FILE instead of stdout (the patch records what changed; "
+                             "the checkout has it already)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="work in a temporary copy of the checkout and print the patch without applying it: "
+                             "your files stay as they are (needs the sandbox, or --no-sandbox)")
     parser.add_argument("--no-sandbox", action="store_true", help="run Bash without the sandbox")
     parser.add_argument("-c", "--continue", dest="cont", action="store_true",
                         help="go on with the last session in this repository (its conversation, its undo journal)")
@@ -115,6 +135,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from app.undo_cmd import undo_main
 
             return undo_main(args[1:])
+        if command == "allow":
+            from app.allow_cmd import allow_main
+
+            return allow_main(args[1:])
         from app.tui_main import tui_main
 
         parsed = tui_parser().parse_args(args)

@@ -1,4 +1,5 @@
-"""`ribbit doctor`: what works on this machine, and why not."""
+"""`ribbit doctor`: what works on this machine, and why not. Exit 1 when something ribbit needs fails
+(llama.cpp, the model SPEC, an endpoint, the folder to work in, the state folder): a line marked `!!`."""
 
 from __future__ import annotations
 
@@ -6,19 +7,35 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from app.args import Parser, UsageError
+
+
+def doctor_parser() -> Parser:
+    parser = Parser(prog="ribbit doctor", description="what works on this machine, and why not "
+                    "(exit 1 when something ribbit needs does not)")
+    parser.add_argument("--repo", default=".", metavar="DIR", help="the folder ribbit would work in (default: current folder)")
+    parser.add_argument("--model", default=None, metavar="SPEC",
+                        help="the model SPEC to check (default: RIBBIT_MODEL, else the embedded demo model)")
+    return parser
+
 
 def doctor_main(argv: Sequence[str]) -> int:
+    try:
+        args = doctor_parser().parse_args(list(argv))
+    except UsageError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     from agent.session import agent_checks
-    from models.diagnostics import ENDPOINT_CHECKS, model_checks
+    from models.diagnostics import NEEDED, model_checks
 
-    root = Path(argv[argv.index("--repo") + 1]) if "--repo" in argv[:-1] else Path.cwd()
-    spec = argv[argv.index("--model") + 1] if "--model" in argv[:-1] else None
-    checks = [*model_checks(spec), *agent_checks(root.resolve())]
+    root = Path(args.repo).expanduser()
+    checks = [*model_checks(args.model), *agent_checks(root.resolve() if root.exists() else root.absolute())]
     width = max(len(c.name) for c in checks)
     for check in checks:
         mark = "ok " if check.ok else "!! "
         print(f"{mark}{check.name.ljust(width)}  {check.detail}")
-    return 0 if all(c.ok for c in checks if c.name in ("llama.cpp", "embedded model", *ENDPOINT_CHECKS)) else 1
+    needed = (*NEEDED, "repository", "state folder")
+    return 0 if all(c.ok for c in checks if c.name in needed) else 1
 
 
 if __name__ == "__main__":

@@ -41,6 +41,8 @@ def eval_parser() -> EvalParser:
     parser.add_argument("--samples", type=positive_int, default=1, metavar="N",
                         help="run each task N times per model: pass@1 mean and spread (default: 1)")
     parser.add_argument("--task", action="append", default=[], metavar="ID", help="only this task (repeatable)")
+    parser.add_argument("--first", type=positive_int, default=None, metavar="N",
+                        help="only the first N tasks (in the file's order, after --task)")
     parser.add_argument("--time-limit", type=positive_float, default=None, metavar="SECONDS",
                         help="per-task time limit for the agent (default: the task's, else 1800)")
     parser.add_argument("--test-timeout", type=positive_float, default=600.0, metavar="SECONDS",
@@ -177,6 +179,8 @@ def eval_main(argv: list[str]) -> int:
             Path(args.tasks), repos_dir=Path(args.repos).expanduser() if args.repos else None, test_command=args.test_cmd,
         )
         tasks = select(tasks, args.task)
+        if args.first is not None:
+            tasks = tasks[: args.first]
     except TaskFileError as exc:
         print(f"ribbit eval: error: {exc}", file=sys.stderr)
         return 1

@@ -52,9 +52,11 @@ class ModelLoaded(Message):
 
 @dataclass
 class SetupFailed(Message):
-    """The model or the workspace could not be opened; one line for the user."""
+    """The model or the workspace could not be opened; one line for the user. `model`: the model failed to
+    load (another --model or `/model SPEC` can fix it), not the folder or the session."""
 
     text: str
+    model: bool = False
 
 
 @dataclass

@@ -14,9 +14,10 @@ from agent.session import Limits, run_interruptibly
 from agent.session import SavedSession, SessionError, SessionStore
 from agent.session import TranscriptWriter, fanout
 from agent.session import valid_unicode
-from agent.session import SetupError, check_repo, open_workspace
+from agent.session import RejectAll, SetupError, check_repo, check_state, open_workspace, outside_git
 from app.visible import visible
 from models.base import ChatModel, ModelError
+from models.embedded import DEMO_LIMITS, EMBEDDED_NAME, WORKING_MODELS, is_embedded
 from models.spec import load_model
 
 EXIT_CODES: dict[StopReason, int] = {
@@ -161,29 +162,45 @@ def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: I
     if not task.strip():
         print("ribbit run: error: the task is empty", file=sys.stderr)
         return 2
+    dry_run = getattr(args, "dry_run", False)
+    if dry_run and args.mode == "plan":
+        print("ribbit run: error: --dry-run has no use in plan mode, which changes nothing anyway", file=sys.stderr)
+        return 2
     limits = Limits(max_steps=args.max_steps, context=args.context, turn_tokens=args.max_turn_tokens,
                     tool_output_tokens=args.tool_output_tokens)
     try:
+        root = check_repo(args.repo)  # before a model loads: a wrong folder is one line at once
+        check_state()
         resume = saved_session(args)
     except (SetupError, SessionError) as exc:
         return fail(str(exc))
+    not_git = outside_git(root)
+    if not_git:
+        print(f"ribbit: note: {visible(not_git, one_line=True)}", file=sys.stderr)
     writer = TranscriptWriter(Path(args.transcript)) if args.transcript else None
     try:
         model = load_model(args.model, context=args.context)
     except ModelError as exc:
         return fail(str(exc))
+    if is_embedded(model.info.path):
+        print(f"ribbit: note: {EMBEDDED_NAME} is {DEMO_LIMITS}; {WORKING_MODELS}", file=sys.stderr)
     sink = fanout([s for s in (ProgressPrinter(sys.stderr), writer) if s is not None])
     try:
-        if args.mode == "review":
+        if args.mode == "review" or dry_run:
             if resume is not None:
-                return fail("review mode works in a worktree of its own and cannot continue a saved session")
-            return run_review(model, args, task, limits, sink, StdinApprover(reader, sys.stderr), stdout)
+                return fail("review mode and --dry-run work in a worktree of their own and cannot continue a saved session")
+            approver = RejectAll() if dry_run else StdinApprover(reader, sys.stderr)
+            return run_review(model, args, task, limits, sink, approver, stdout, dry_run=dry_run)
         workspace = open_workspace(
-            model, Path(args.repo), mode=args.mode, approver=StdinApprover(reader, sys.stderr), sink=sink,
+            model, root, mode=args.mode, approver=StdinApprover(reader, sys.stderr), sink=sink,
             limits=limits, no_sandbox=args.no_sandbox, reasoning=args.reasoning, save=True, resume=resume,
         )
         if workspace.saved is not None:
             print(f"ribbit: session {workspace.saved.session_id} (go on with: ribbit run --continue TASK)", file=sys.stderr)
+        allowed = workspace.allowed_prefixes()
+        if allowed and args.mode in ("ask", "auto-edit"):
+            print(f"ribbit: note: run without asking here, read-only (you allowed them; `ribbit allow` lists and "
+                  f"revokes): {visible(', '.join(allowed), one_line=True)}", file=sys.stderr)
         try:
             summary = run_interruptibly(workspace, task)
             patch = workspace.patch()
@@ -195,21 +212,21 @@ def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: I
         if writer:
             writer.close()
         model.close()
-    if args.patch_out:
-        try:
-            Path(args.patch_out).write_bytes(patch.encode("utf-8", "surrogateescape"))
-        except OSError as exc:
-            return fail(f"cannot write the patch to {args.patch_out}: {exc.strerror or exc}")
-    else:
-        write_patch(patch, stdout)
+    failed = emit_patch(patch, args, stdout)
+    if failed:
+        return failed
+    if patch and summary.files_changed:
+        print(f"ribbit: the patch records what changed; your checkout already has it (undo: ribbit undo "
+              f"{workspace.journal.session_id}; a patch without touching the checkout: --dry-run)", file=sys.stderr)
     return EXIT_CODES[summary.stop_reason]
 
 
 def run_review(
     model: ChatModel, args: argparse.Namespace, task: str, limits: Limits, sink: EventSink, approver: Approver,
-    stdout: IO[str],
+    stdout: IO[str], dry_run: bool = False,
 ) -> int:
-    """`ribbit run --mode review`: run, review each hunk on stdin, apply, print the applied patch."""
+    """`ribbit run --mode review`: run, review each hunk on stdin, apply, print the applied patch.
+    `--dry-run`: run the same way, print the whole proposed patch, apply nothing."""
     from agent.session import ReviewSession, review_interactively
 
     review = ReviewSession(model, Path(args.repo), sink=sink, limits=limits, no_sandbox=args.no_sandbox,
@@ -219,6 +236,11 @@ def run_review(
         proposal = review.proposal()
         if not proposal.files:
             sink(NoticeEvent(level="info", text="review: the agent changed no files"))
+        if dry_run:
+            patch = proposal.patch
+            sink(NoticeEvent(level="info", text=f"dry run: {len(proposal.files)} file(s) changed in a temporary "
+                             f"copy; nothing was applied to {review.root} (git apply the patch to keep it)"))
+            return emit_patch(patch, args, stdout) or EXIT_CODES[summary.stop_reason]
         selection = review_interactively(proposal, approver)
         result = review.apply(proposal, selection)
     finally:
@@ -228,12 +250,16 @@ def run_review(
     total = sum(f.item_count for f in proposal.files)
     done = sum(len(v) for v in result.applied.values())
     sink(NoticeEvent(level="info", text=f"review: applied {done} of {total} hunks to {review.root}"))
+    return emit_patch(result.patch, args, stdout) or EXIT_CODES[summary.stop_reason]
+
+
+def emit_patch(patch: str, args: argparse.Namespace, stdout: IO[str]) -> int:
+    """The patch to --patch-out or stdout; 0, or 1 when the file cannot be written (said on stderr)."""
     if args.patch_out:
         try:
-            Path(args.patch_out).write_text(result.patch, encoding="utf-8")
+            Path(args.patch_out).write_bytes(patch.encode("utf-8", "surrogateescape"))
         except OSError as exc:
             return fail(f"cannot write the patch to {args.patch_out}: {exc.strerror or exc}")
     else:
-        stdout.write(result.patch)
-        stdout.flush()
-    return EXIT_CODES[summary.stop_reason]
+        write_patch(patch, stdout)
+    return 0

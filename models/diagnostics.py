@@ -16,7 +16,7 @@ class ModelCheck(BaseModel):
 def model_checks(spec: str | None = None) -> list[ModelCheck]:
     """The lines for `ribbit doctor [--model SPEC]`."""
     from models.base import ModelError
-    from models.embedded import embedded_model
+    from models.embedded import DEMO_LIMITS, EMBEDDED_NAME, embedded_model
     from models.spec import resolve_spec
 
     checks: list[ModelCheck] = []
@@ -29,12 +29,13 @@ def model_checks(spec: str | None = None) -> list[ModelCheck]:
     try:
         embedded = embedded_model()
         size = embedded.path.stat().st_size / 2**20
-        checks.append(ModelCheck(name="embedded model", ok=True, detail=f"{embedded.path} ({size:.0f} MiB): {embedded.note}"))
+        checks.append(ModelCheck(name="embedded model", ok=True,
+                                 detail=f"{EMBEDDED_NAME}, {DEMO_LIMITS}; {embedded.path} ({size:.0f} MiB): {embedded.note}"))
     except ModelError as exc:
         checks.append(ModelCheck(name="embedded model", ok=False, detail=str(exc)))
     chosen = resolve_spec(spec)
     origin = " (from RIBBIT_MODEL)" if not spec and os.environ.get("RIBBIT_MODEL") else ""
-    checks.append(ModelCheck(name="model SPEC", ok=True, detail=chosen + origin))
+    checks.append(spec_check(chosen, origin))
     checks.append(threads_check())
     checks.append(memory_check(chosen))
     checks.append(drafting_check(chosen))
@@ -58,6 +59,54 @@ def buffers_note(llama_cpp: object) -> str:
 
 
 ENDPOINT_CHECKS = ("endpoint", "API key", "served model")
+# The lines whose `!!` makes `ribbit doctor` exit 1: ribbit cannot work as configured without them.
+NEEDED = ("llama.cpp", "embedded model", "model SPEC", *ENDPOINT_CHECKS)
+
+
+def spec_check(chosen: str, origin: str = "") -> ModelCheck:
+    """The model SPEC as ribbit would load it: a GGUF that is there and is one (and whether its chat template
+    has tool calls), a replay file that reads; an openai: SPEC's server is checked by endpoint_checks."""
+    from pathlib import Path
+
+    from models.base import ModelError
+    from models.embedded import DEMO_LIMITS, WORKING_MODELS, is_embedded
+    from models.spec import DEFAULT_SPECS
+
+    name = "model SPEC"
+    if chosen in DEFAULT_SPECS:
+        return ModelCheck(name=name, ok=True, detail=f"default{origin}: the embedded model, {DEMO_LIMITS}; {WORKING_MODELS}")
+    if chosen.startswith("openai:"):
+        return ModelCheck(name=name, ok=True, detail=f"{chosen}{origin} (the server: see endpoint below)")
+    if chosen.startswith("replay:"):
+        from models.replay import load_turns
+
+        try:
+            turns = load_turns(Path(chosen[len("replay:"):].partition("#")[0]).expanduser())
+        except ModelError as exc:
+            return ModelCheck(name=name, ok=False, detail=f"{chosen}{origin}: {exc}")
+        return ModelCheck(name=name, ok=True, detail=f"{chosen}{origin}: {len(turns)} recorded turns")
+    from models.gguf_meta import read_metadata
+    from models.llama_backend import check_model_file
+
+    path = Path(chosen).expanduser()
+    try:
+        check_model_file(path)
+        template = read_metadata(path).get("tokenizer.chat_template")
+    except ModelError as exc:
+        return ModelCheck(name=name, ok=False, detail=f"{exc}{origin}")
+    except (OSError, ValueError) as exc:
+        return ModelCheck(name=name, ok=False, detail=f"cannot read {path}: {exc}{origin}")
+    if is_embedded(path):
+        return ModelCheck(name=name, ok=True, detail=f"{path}{origin}: the embedded model, {DEMO_LIMITS}; {WORKING_MODELS}")
+    from models.dialects import FALLBACK, detect_dialect
+
+    dialect = detect_dialect(template) if isinstance(template, str) and template else FALLBACK.name
+    if dialect == FALLBACK.name:
+        calls = ("its chat template has no tool calls: ribbit asks for plain JSON calls, which models not trained "
+                 "for them rarely write (it may answer without editing)")
+    else:
+        calls = f"tool calls in the {dialect} format its chat template teaches"
+    return ModelCheck(name=name, ok=True, detail=f"{path}{origin}: {calls}")
 MODELS_SHOWN = 30
 
 

@@ -23,6 +23,15 @@ from pathlib import Path
 from models.base import ModelError, cache_folder
 
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+EMBEDDED_NAME = "SmolLM2-135M-Instruct"  # the GGUF's own general.name is a training-run label
+# What the user is told about it (TUI banner, `ribbit run`, `ribbit doctor`): a 135M model reads and answers,
+# but it was never taught tool calls (its chat template has none): in practice it never edits or runs anything.
+DEMO_LIMITS = "a demo model: it reads and answers, but it does not use the tools, so it will not edit files or run commands"
+WORKING_MODELS = (
+    "for a model that edits, give --model: a FrogNano GGUF (`ribbit quantize FrogNano-4B-2609/`), any instruct "
+    "GGUF whose chat template has tool calls (Qwen2.5/3-Instruct, Gemma 4), or an OpenAI-compatible server "
+    "(openai:http://HOST:PORT/v1#MODEL); docs/models.md"
+)
 RUN_TYPE = "Q8_0"
 RECIPE = "llama_model_quantize allow_requantize Q8_0, 1"  # part of a copy's name: a new recipe, a new copy
 _STEM = "SmolLM2-135M-Instruct." + RUN_TYPE
@@ -83,6 +92,11 @@ def embedded_model() -> EmbeddedModel:
 
 def _as_shipped(shipped: Path, why: str) -> EmbeddedModel:
     return EmbeddedModel(shipped, f"the shipped Q4_1 (no {RUN_TYPE} copy: {why})")
+
+
+def is_embedded(path: str | Path | None) -> bool:
+    """Whether a GGUF is the embedded model (its Q8_0 copy or the shipped file): the demo, by its name."""
+    return path is not None and Path(path).name.startswith(EMBEDDED_NAME + ".")
 
 
 def embedded_model_path() -> Path:

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from models.base import ChatModel, ModelError
 from models.drafting import DraftMode
-from models.embedded import embedded_model_path
+from models.embedded import EMBEDDED_NAME, embedded_model_path, is_embedded
 from models.gguf_meta import read_metadata, trained_context
 
 DEFAULT_SPECS = ("", "default")
@@ -78,7 +78,10 @@ def load_model(
     extra: dict[str, Any] = {} if engine.temperature is None else {"temperature": engine.temperature}
     if seed is not None:
         extra["seed"] = seed
-    return LlamaCppModel(path, n_ctx=context_for(path, context), n_threads=engine.threads, draft=engine.draft, **extra)
+    model = LlamaCppModel(path, n_ctx=context_for(path, context), n_threads=engine.threads, draft=engine.draft, **extra)
+    if is_embedded(path):
+        model.info.name = EMBEDDED_NAME  # not the GGUF's training-run label ("Smollm2 135M 8k Lc100K Mix1 Ep2")
+    return model
 
 
 def context_for(path: Path, wanted: int) -> int:

@@ -103,6 +103,23 @@ def _check_usage(args: argparse.Namespace, from_gguf: bool) -> None:
         if args.calibrate_tokens < MIN_TOKENS:
             raise _UsageError(f"--calibrate-tokens must be at least {MIN_TOKENS} (got {args.calibrate_tokens})")
     args.calibrate_tokens = args.calibrate_tokens or DEFAULT_TOKENS
+    out: Path | None = args.output
+    if out is not None and out.is_dir():
+        raise _UsageError(f"-o {out} is a folder: name the output file, e.g. -o {out / ('NAME-' + qtype + '.gguf')}")
+    if out is not None and not out.parent.is_dir():
+        raise _UsageError(f"-o {out}: the folder {out.parent} does not exist")
+
+
+def human_size(size: int) -> str:
+    """A file size a person reads at a glance: 9.31 GB, 138 MB, 12 KB."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:.2f} {unit}" if unit == "GB" else f"{size / scale:.0f} {unit}"
+    return f"{size} bytes"
+
+
+def human_time(seconds: float) -> str:
+    return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
 
 
 def run(args: argparse.Namespace) -> None:
@@ -142,7 +159,7 @@ def run(args: argparse.Namespace) -> None:
             if not args.keep_intermediate:
                 mid.unlink(missing_ok=True)
         summary = _converted(res).replace("BF16", qtype, 1)
-    _say(f"wrote {out} ({out.stat().st_size / 1e9:.2f} GB, {summary}) in {time.monotonic() - started:.0f} s")
+    _say(f"wrote {out} ({human_size(out.stat().st_size)}, {summary}) in {human_time(time.monotonic() - started)}")
     if args.verify:
         from quantize.verify import run_verify
 

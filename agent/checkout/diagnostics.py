@@ -18,7 +18,9 @@ def agent_checks(root: Path) -> list[Check]:
     from agent.checkout.sandbox import sandbox_available
     from agent.checkout.watcher import count_dirs, inotify_watch_limit
 
-    checks: list[Check] = []
+    checks = place_checks(root)
+    if not checks[0].ok:
+        return checks  # no sandbox, journal or watcher lines for a folder ribbit will not work in
     ok, why = sandbox_available()
     checks.append(Check(
         name="sandbox", ok=ok,
@@ -46,6 +48,24 @@ def agent_checks(root: Path) -> list[Check]:
             detail=f"inotify ({dirs} folders, limit {limit} watches)" if inotify
             else f"polling: more than {budget} folders for {limit} inotify watches",
         ))
+    return checks
+
+
+def place_checks(root: Path) -> list[Check]:
+    """The folder ribbit would work in (refused: /, home, system folders; read-only: plan mode only) and
+    the state folder (sessions, journals, outputs)."""
+    from agent.paths import read_only_checkout, state_home, state_problem, unsuitable_folder
+
+    why = None if root.is_dir() else f"{root} is not a folder (or does not exist)"
+    why = why or unsuitable_folder(root)
+    if why is not None:
+        checks = [Check(name="repository", ok=False, detail=why)]
+    elif (read_only := read_only_checkout(root)) is not None:
+        checks = [Check(name="repository", ok=False, detail=read_only)]
+    else:
+        checks = [Check(name="repository", ok=True, detail=str(root))]
+    problem = state_problem()
+    checks.append(Check(name="state folder", ok=problem is None, detail=problem or str(state_home())))
     return checks
 
 

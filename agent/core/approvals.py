@@ -13,7 +13,7 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from agent.checkout.diffs import Hunk
-from agent.core.events import AgentEvent, ApprovalEvent, ModeChanged
+from agent.core.events import AgentEvent, ApprovalEvent, ModeChanged, NoticeEvent
 from agent.checkout.sandbox import Access
 
 Mode = Literal["ask", "auto-edit", "full-auto", "review", "plan"]
@@ -133,17 +133,73 @@ DEFAULT_ALLOW = (
 _SHELL_META = re.compile(r"[;&|<>`$(){}\n\\]")
 
 
+# 'Always allow' remembers the narrowest prefix that still names the program and what it does: `python3 -m
+# pytest`, `npm run test`, `git diff`, `cargo test` (not `python3 -m`, which would be every module).
+INTERPRETERS = re.compile(r"(python|pypy)[0-9.]*|node|ruby|perl|php|bash|sh|zsh|dash")
+# Programs that run another command given after them: the prefix goes on with that command's own.
+RUNNERS = {"uv": "run", "poetry": "run", "pipenv": "run", "pdm": "run", "hatch": "run", "conda": "run",
+           "pnpm": "exec", "bundle": "exec", "npx": "", "bunx": "", "pipx": "run"}
+SCRIPT_RUNNERS = frozenset({"npm", "yarn", "pnpm", "bun"})  # `npm run test`: the script's name is the point
+NESTED = {("uv", "pip"), ("docker", "compose"), ("go", "mod"), ("git", "stash"), ("git", "remote"),
+          ("git", "submodule"), ("git", "worktree"), ("python", "pip")}
+# Programs known to take a subcommand: an option before it leaves it unknown, so the whole command is kept.
+HAS_SUBCOMMANDS = frozenset({"git", "cargo", "go", "uv", "npm", "yarn", "pnpm", "bun", "pip", "pip3", "docker",
+                             "poetry", "pdm", "hatch", "make", "gradle", "mvn", "dotnet", "deno", "kubectl", "just",
+                             "tox", "nox", "mix", "rake"})
+_SUBCOMMAND = re.compile(r"[A-Za-z][A-Za-z0-9_:-]*")  # a word, not a path (no / or .) and not an option
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
+
+
 def command_prefix(command: str) -> str:
-    """The prefix remembered by 'always allow': the program and, for git-like tools, the verb."""
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return command.strip()
-    if not words:
+    """The prefix 'always allow' remembers for `command`, or "" when none can be (a command that chains,
+    redirects or substitutes is never run without asking, whatever the list holds)."""
+    text = command.strip()
+    if not text or _SHELL_META.search(text):
         return ""
-    if len(words) > 1 and words[0] in {"git", "python", "python3", "uv", "npm", "cargo", "go", "make", "pytest"}:
-        return " ".join(words[:2])
-    return words[0]
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        return ""
+    return " ".join(shlex.quote(w) for w in _prefix_words(words)) if words else ""
+
+
+def _prefix_words(words: list[str]) -> list[str]:
+    lead = 0
+    while lead < len(words) - 1 and _ASSIGNMENT.fullmatch(words[lead]):  # `FOO=1 pytest`: kept, then the program
+        lead += 1
+    head, words = words[:lead], words[lead:]
+    program, rest = words[0], words[1:]
+    name = program.rsplit("/", 1)[-1]
+    if not rest:
+        return head + words
+    if INTERPRETERS.fullmatch(name):
+        if rest[0] == "-m" and len(rest) > 1:  # `python3 -m pytest -q` -> `python3 -m pytest`
+            return head + [program, "-m", *_prefix_words(rest[1:])]  # `-m pip install`: the module's subcommand too
+        if rest[0].startswith("-"):
+            return head + words  # `python -c CODE`, `bash -c ...`: the code is the command
+        return head + [program, *_prefix_words(rest)]  # `python manage.py test`: the script and its subcommand
+    if name in RUNNERS and (RUNNERS[name] == "" or rest[0] == RUNNERS[name]):
+        runner = [program] if RUNNERS[name] == "" else [program, rest[0]]
+        inner = rest[len(runner) - 1:]
+        if not inner or inner[0].startswith("-"):
+            return head + words
+        return head + runner + _prefix_words(inner)
+    if name in SCRIPT_RUNNERS and rest[0] in ("run", "run-script") and len(rest) > 1:
+        return head + [program, rest[0], rest[1]]  # `npm run test`
+    if not _SUBCOMMAND.fullmatch(rest[0]):
+        # An option or a path first: for a program with subcommands it is unknown which one runs.
+        return head + (words if name in HAS_SUBCOMMANDS and rest[0].startswith("-") else [program])
+    taken = [program, rest[0]]
+    if (name, rest[0]) in NESTED and len(rest) > 1 and _SUBCOMMAND.fullmatch(rest[1]):
+        taken.append(rest[1])  # `uv pip install`, `docker compose up`
+    return head + taken
+
+
+def project_allow_list(root: Path) -> AllowList:
+    """The prefixes the user allowed in this project (`p` in a Bash question, `ribbit allow`), with the defaults."""
+    from agent.paths import project_state
+
+    return AllowList(project_state(root) / "allow.json")
 
 
 class AllowList:
@@ -168,17 +224,33 @@ class AllowList:
         except ValueError:
             return False
         for prefix in (*self.defaults, *self.user):
-            pwords = prefix.split()
-            if words[: len(pwords)] == pwords:
+            try:
+                pwords = shlex.split(prefix)
+            except ValueError:
+                continue
+            if pwords and words[: len(pwords)] == pwords:
                 return True
         return False
 
     def add(self, prefix: str) -> None:
         if prefix and prefix not in self.user:
             self.user.append(prefix)
-            if self.store:
-                self.store.parent.mkdir(parents=True, exist_ok=True)
-                self.store.write_text(json.dumps({"allow": self.user}, indent=2) + "\n")
+            self._save()
+
+    def remove(self, prefix: str) -> bool:
+        """Revoke a prefix the user allowed; False when it was not there (the defaults cannot be revoked)."""
+        if prefix not in self.user:
+            return False
+        self.user.remove(prefix)
+        self._save()
+        return True
+
+    def _save(self) -> None:
+        if self.store:
+            self.store.parent.mkdir(parents=True, exist_ok=True)
+            temp = self.store.with_name(self.store.name + ".tmp")
+            temp.write_text(json.dumps({"allow": self.user}, indent=2) + "\n")
+            temp.replace(self.store)
 
 
 class BashPlan(BaseModel):
@@ -321,4 +393,14 @@ class ApprovalOrchestrator:
             self.set_mode("auto-edit")
         elif isinstance(need, CommandNeed) and decision.approved and decision.remember == "prefix":
             # 'Always allow': the prefix runs without asking from now on, read-only.
-            self.policy.allow.add(command_prefix(need.command))
+            prefix = command_prefix(need.command)
+            if not prefix:
+                return
+            try:
+                self.policy.allow.add(prefix)
+            except OSError as exc:
+                self.emit(NoticeEvent(level="warning", text=f"could not save the allowed prefix {prefix}: {exc.strerror or exc}"))
+                return
+            self.emit(NoticeEvent(level="info", text=(
+                f"allowed in this project from now on, read-only and without asking: commands starting {prefix!r} "
+                "(/allowed or `ribbit allow` lists and revokes)")))

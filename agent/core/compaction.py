@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from agent.core.events import CompactionEvent, MessageEvent, NoticeEvent, PrefillEvent, StopRun, context_event
+from agent.core.events import CompactionEvent, MessageEvent, NoticeEvent, StopRun
 from agent.text import valid_unicode
-from models.base import ChatModel, ContextFull, ContextGrown, GenerationRequest, ModelError, PrefillProgress, TextChunk, TurnEnd
+from models.base import ChatModel, ContextFull, GenerationRequest, ModelError
 from models.chat import ChatMessage, ToolSpec
 
 if TYPE_CHECKING:
@@ -246,28 +246,16 @@ class Compactor:
         if room < 64:
             return ""
         request = GenerationRequest(
-            messages=messages, tools=s.specs, max_tokens=min(budget.summary_tokens, room - 1),
-            should_stop=s.cancel_event.is_set, reasoning=False,
+            messages=messages, tools=s.specs, max_tokens=min(budget.summary_tokens, room - 1), reasoning=False,
         )
-        pieces: list[str] = []
-        end: TurnEnd | None = None
         try:
-            for chunk in s.model.generate(request):
-                if isinstance(chunk, TextChunk):
-                    pieces.append(chunk.text)
-                elif isinstance(chunk, PrefillProgress):
-                    s.sink(PrefillEvent(done=chunk.done, total=chunk.total))
-                elif isinstance(chunk, ContextGrown):
-                    s.sink(context_event(chunk))
-                elif isinstance(chunk, TurnEnd):
-                    end = chunk
+            text, end, repetition = s.stream(request, budget.window - room, purpose="summary")
         except ModelError:
             return ""
-        if end is not None:
-            s.report_usage(end)
-        if end is not None and end.finish_reason == "cancelled":
+        s.report_usage(end)
+        if end.finish_reason == "cancelled" and repetition is None:
             raise StopRun("interrupted", "stopped by the user while the model summarised")
-        if end is None:
-            return ""
-        parsed = s.parse_text("".join(pieces), opens_reasoning=s.model.info.opens_reasoning_for(False))
+        if repetition is not None:  # a summary that went round in circles: what came before the loop
+            text = text[: repetition.keep_chars]
+        parsed = s.parse_text(text, opens_reasoning=s.model.info.opens_reasoning_for(False))
         return parsed.strip()

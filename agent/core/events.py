@@ -108,6 +108,17 @@ class PrefillEvent(BaseModel):
     total: int
 
 
+class WritingProgress(BaseModel):
+    """The model is writing: `tokens` so far in this turn (or compaction summary), `context` tokens in the
+    context now (its prompt and what it wrote); live only, a few times a second at most."""
+
+    type: Literal["writing"] = "writing"
+    tokens: int
+    context: int
+    limit: int
+    purpose: Literal["turn", "summary"] = "turn"
+
+
 class TurnStarted(BaseModel):
     type: Literal["turn_started"] = "turn_started"
     step: int
@@ -152,6 +163,7 @@ AgentEvent = (
     | TextDelta
     | ReasoningDelta
     | PrefillEvent
+    | WritingProgress
     | TurnStarted
     | ToolCallEvent
     | ToolResultEvent

@@ -35,12 +35,13 @@ from agent.core.events import (
     ToolResultEvent,
     TurnStarted,
     UsageEvent,
+    WritingProgress,
 )
 from agent.core.instructions import MAX_TOTAL_BYTES, ProjectInstructions, load_instructions
 from agent.core.output_budget import OutputBudget, budget_for, model_token_counter
 from agent.core.prompt import system_prompt
 from agent.core.tools.readstate import ReadState
-from agent.core.repeats import RepeatDetector
+from agent.core.repeats import RepeatDetector, Repetition, RepetitionGuard
 from agent.checkout.sandbox import CommandRunner
 from agent.checkout.output_spool import SavedOutputs
 from agent.core.screening import screened
@@ -64,6 +65,13 @@ from models.chat import ChatMessage, ParsedTurn, ToolCall
 from models.dialects import dialect_named, parser_for
 
 MAX_MALFORMED_IN_ROW = 3
+MAX_REPETITIONS_IN_ROW = 3  # turns in a row cut because the model repeated itself: then the run ends
+PROGRESS_EVERY = 8  # chunks between WritingProgress events (the status bar's context gauge)
+REPETITION_NOTE = (
+    "ribbit: your last reply was cut after {tokens} tokens because it repeated the same text {copies} times "
+    "(\"{unit}\"). Do not write it again. Go on with the task another way: call one tool, or give your final "
+    "answer in a few sentences."
+)
 
 
 class Limits(BaseModel):
@@ -78,6 +86,8 @@ class Limits(BaseModel):
 class Turn:
     text: str
     end: TurnEnd
+    # Set when ribbit ended the turn because the model was repeating itself (agent.core.repeats).
+    repetition: Repetition | None = None
 
 
 def format_validation_error(tool: str, exc: ValidationError) -> str:
@@ -162,6 +172,7 @@ class AgentSession:
         self.steps = 0
         self.total_steps = 0
         self._malformed_in_row = 0
+        self._repetitions_in_row = 0
         self._repeats = RepeatDetector()
         self._budget: OutputBudget | None = None  # set per step by execute()
         self._opens_reasoning = model.info.opens_reasoning
@@ -236,6 +247,7 @@ class AgentSession:
             self.cancel_event.clear()
         self.steps = 0
         self._malformed_in_row = 0
+        self._repetitions_in_row = 0
         self.compactor.start_run()
         notes = self._take_notes()  # e.g. files changed outside the agent while it was idle
         # Plan mode's note goes with the task (compaction restarts from it too), not in the system prompt.
@@ -290,6 +302,7 @@ class AgentSession:
         """The conversation was replaced (a rewind): repeat warnings and malformed counts start again."""
         self._repeats = RepeatDetector()
         self._malformed_in_row = 0
+        self._repetitions_in_row = 0
 
     def add_note(self, text: str) -> None:
         """A short note for the model's next turn (e.g. files changed outside the agent); any thread."""
@@ -324,12 +337,16 @@ class AgentSession:
         # A turn may write up to the limit, but never into the room a summary needs after it.
         max_tokens = budget.turn_limit(next_prompt, self.limits.turn_tokens) if compactable else self.limits.turn_tokens
         try:
-            turn = self.query(max_tokens)
+            turn = self.query(max_tokens, prompt_tokens=next_prompt)
         except ContextFull:
             if not compactable:
                 raise
             self.compact(trigger="overflow")  # the prompt itself no longer fits: go on from a summary
             return False
+        if turn.repetition is not None:
+            self._repeated(turn, turn.repetition)
+            return False
+        self._repetitions_in_row = 0
         parsed = self.parse(turn)
         calls = [c.model_copy(update={"id": f"call_{self.total_steps}_{i}"}) for i, c in enumerate(parsed.tool_calls)]
         self._add(
@@ -361,36 +378,74 @@ class AgentSession:
             raise StopRun("interrupted", "stopped by the user")
         return False
 
-    def query(self, max_tokens: int | None = None) -> Turn:
+    def query(self, max_tokens: int | None = None, prompt_tokens: int = 0) -> Turn:
         reasoning = self.reasoning  # read once: /think may change it from another thread mid-turn
         self._opens_reasoning = self.model.info.opens_reasoning_for(reasoning)
+        # The guard watches what the model says and thinks, not what its tool calls carry: a file written
+        # with Write may repeat lines legitimately (a data table, 40,000 generated lines).
+        guard = RepetitionGuard()
+
+        def said(text: str) -> None:
+            guard.feed(text)
+            self.sink(TextDelta(text=text))
+
+        def thought(text: str) -> None:
+            guard.feed(text)
+            self.sink(ReasoningDelta(text=text))
+
         splitter = StreamSplitter.for_dialect(
             self.model.info.dialect,
-            on_text=lambda text: self.sink(TextDelta(text=text)),
-            on_reasoning=lambda text: self.sink(ReasoningDelta(text=text)),
+            on_text=said,
+            on_reasoning=thought,
             reasoning_opened=self._opens_reasoning,
         )
         request = GenerationRequest(
             messages=self.messages, tools=self.specs, max_tokens=max_tokens or self.limits.turn_tokens,
-            should_stop=self.cancel_event.is_set, reasoning=reasoning,
+            reasoning=reasoning,
         )
+        text, end, repetition = self.stream(request, prompt_tokens, on_text=splitter.feed, guard=guard)
+        splitter.flush()
+        self.report_usage(end)
+        return Turn(text=text, end=end, repetition=repetition)
+
+    def stream(
+        self, request: GenerationRequest, prompt_tokens: int, on_text: Callable[[str], None] = lambda text: None,
+        purpose: Literal["turn", "summary"] = "turn", guard: RepetitionGuard | None = None,
+    ) -> tuple[str, TurnEnd, Repetition | None]:
+        """Run one generation: its text, its end, and the repetition that cut it short (None: not cut).
+
+        Every backend's stream goes through here: the repetition guard stops a model that writes the same
+        text again and again, and the context gauge moves while it writes (WritingProgress). `guard`: one
+        that `on_text` feeds (with the prose only); without it, the whole stream is watched."""
+        watch_all = guard is None
+        guard = guard or RepetitionGuard()
+        request.should_stop = lambda: self.cancel_event.is_set() or guard.found is not None
         pieces: list[str] = []
         end: TurnEnd | None = None
+        written = raw = 0
         for chunk in self.model.generate(request):
             if isinstance(chunk, TextChunk):
                 pieces.append(chunk.text)
-                splitter.feed(chunk.text)
+                raw += len(chunk.text)
+                guard.at_raw(raw)
+                on_text(chunk.text)
+                if watch_all:
+                    guard.feed(chunk.text)
+                written += 1
+                if written % PROGRESS_EVERY == 0:
+                    context = max(self.model.context_used(), prompt_tokens + written)
+                    self.sink(WritingProgress(tokens=written, context=context, limit=request.max_tokens, purpose=purpose))
             elif isinstance(chunk, PrefillProgress):
                 self.sink(PrefillEvent(done=chunk.done, total=chunk.total))
             elif isinstance(chunk, ContextGrown):
                 self.sink(context_event(chunk))
             elif isinstance(chunk, TurnEnd):
                 end = chunk
-        splitter.flush()
         if end is None:
             raise ModelError("the model backend ended a turn without reporting it")
-        self.report_usage(end)
-        return Turn(text="".join(pieces), end=end)
+        # A stop the user asked for wins over a repetition found at the same moment.
+        repetition = guard.found if end.finish_reason == "cancelled" and not self.cancel_event.is_set() else None
+        return "".join(pieces), end, repetition
 
     def report_usage(self, end: TurnEnd) -> None:
         u = end.usage
@@ -469,6 +524,23 @@ class AgentSession:
             return f"Error: {call.name} failed unexpectedly ({one_line(exc)})", True
 
     # -- helpers --------------------------------------------------------------------------------
+
+    def _repeated(self, turn: Turn, repetition: Repetition) -> None:
+        """A turn cut because the model repeated itself: kept up to the first copy of what it repeated
+        (its tool calls dropped), and a note the model reads next, so it can take another way."""
+        self._repetitions_in_row += 1
+        tokens = turn.end.usage.completion_tokens or len(turn.text) // 4
+        unit = " ".join(repetition.unit.split())
+        unit = unit if len(unit) <= 80 else unit[:79] + "…"
+        parsed = screened(self.parser.parse(turn.text[: repetition.keep_chars], self._opens_reasoning))
+        self._add(ChatMessage(role="assistant", content=parsed.content, reasoning_content=parsed.reasoning))
+        self.sink(NoticeEvent(level="warning", text=(
+            f"the model repeated itself ({repetition.copies} times: \"{unit}\"); ribbit ended its turn after "
+            f"{tokens} tokens and told it to take another way")))
+        if self._repetitions_in_row >= MAX_REPETITIONS_IN_ROW:
+            raise StopRun("error", f"the model repeated itself in {MAX_REPETITIONS_IN_ROW} turns in a row")
+        note = REPETITION_NOTE.format(tokens=tokens, copies=repetition.copies, unit=unit)
+        self._add(ChatMessage(role="user", content=valid_unicode(note)))
 
     def _malformed(self, errors: list[str]) -> None:
         self._malformed_in_row += 1

@@ -17,20 +17,22 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "agent.checkout.journal": ("Journal", "JournalError", "SessionInfo", "open_journals"),
     "agent.core.approvals": (
         "MODES", "ApprovalDecision", "ApprovalRequest", "Approver", "BashApprovalRequest", "EditApprovalRequest",
-        "command_prefix",
+        "RejectAll", "command_prefix", "project_allow_list",
     ),
     "agent.core.crashlog": ("describe",),
     "agent.core.events": (
         "AgentEvent", "CompactionEvent", "ContextEvent", "EventSink", "ExternalChangeEvent", "MessageEvent", "ModeChanged",
         "NoticeEvent", "PrefillEvent", "ReasoningDelta", "StopReason", "SummaryEvent", "TextDelta", "ToolCallEvent",
-        "ToolResultEvent", "TurnStarted", "UsageEvent", "ApprovalEvent",
+        "ToolResultEvent", "TurnStarted", "UsageEvent", "ApprovalEvent", "WritingProgress",
     ),
     "agent.core.instructions": ("INIT_TASK",),
     "agent.core.loop": ("Limits", "no_reasoning_switch", "run_interruptibly"),
     "agent.session.review": ("ReviewSession", "review_interactively"),
     "agent.session.store": ("SavedSession", "SessionError", "SessionStore", "preview"),
     "agent.session.transcript": ("TranscriptWriter", "fanout"),
-    "agent.session.workspace": ("ModeError", "SetupError", "Workspace", "check_repo", "open_workspace"),
+    "agent.session.workspace": (
+        "ModeError", "SetupError", "Workspace", "check_repo", "check_state", "open_workspace", "outside_git",
+    ),
     "agent.text": ("valid_unicode",),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
@@ -58,7 +60,9 @@ if TYPE_CHECKING:
         Approver,
         BashApprovalRequest,
         EditApprovalRequest,
+        RejectAll,
         command_prefix,
+        project_allow_list,
     )
     from agent.core.crashlog import describe
     from agent.core.events import (
@@ -80,11 +84,20 @@ if TYPE_CHECKING:
         ToolResultEvent,
         TurnStarted,
         UsageEvent,
+        WritingProgress,
     )
     from agent.core.instructions import INIT_TASK
     from agent.core.loop import Limits, no_reasoning_switch, run_interruptibly
     from agent.session.review import ReviewSession, review_interactively
     from agent.session.store import SavedSession, SessionError, SessionStore, preview
     from agent.session.transcript import TranscriptWriter, fanout
-    from agent.session.workspace import ModeError, SetupError, Workspace, check_repo, open_workspace
+    from agent.session.workspace import (
+        ModeError,
+        SetupError,
+        Workspace,
+        check_repo,
+        check_state,
+        open_workspace,
+        outside_git,
+    )
     from agent.text import valid_unicode

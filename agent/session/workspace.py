@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.fs import read_regular
-from agent.core.approvals import MODES, AllowList, ApprovalPolicy, Approver, Mode
+from agent.core.approvals import MODES, ApprovalPolicy, Approver, Mode, project_allow_list
 from agent.checkout.diffs import unified_diff
 from agent.core.events import AgentEvent, CompactionEvent, EventSink, ExternalChangeEvent, NoticeEvent, SummaryEvent
 from agent.checkout.gitcmd import shown
 from agent.checkout.journal import Journal, JournalError, UndoResult
-from agent.paths import project_state
+from agent.paths import private_git_dir, read_only_checkout, state_problem, unsuitable_folder
 from agent.core.loop import AgentSession, Limits, Notes
 from agent.checkout.ignored import COMPILED, OutsideChanges, is_cache
 from agent.core.tools.readstate import ReadState
@@ -27,7 +27,7 @@ from agent.checkout.output_spool import SavedOutputs
 from agent.session.store import SavedSession, SessionRecorder
 from agent.session.transcript import fanout
 from agent.checkout.watcher import ExternalChange, RepoWatcher, WatchedRunner
-from models.base import ChatModel, ModelInfo
+from models.base import ChatModel, ModelError, ModelInfo
 from models.chat import ChatMessage, ToolCall
 
 # Tools whose calls may change files; only steps with one of them are snapshotted (Bash only when
@@ -53,12 +53,37 @@ class SetupNotice:
 
 
 def check_repo(repo: str | Path) -> Path:
+    """The folder the agent works in, resolved; SetupError (one line) for one that is missing, not a folder,
+    or no project (`/`, the home folder, a system folder: agent.paths.unsuitable_folder)."""
     root = Path(repo).expanduser()
     if not root.exists():
         raise SetupError(f"repository folder {root} does not exist")
     if not root.is_dir():
         raise SetupError(f"{root} is not a folder")
+    why = unsuitable_folder(root)
+    if why is not None:
+        raise SetupError(why)
     return root.resolve()
+
+
+def check_state() -> None:
+    """SetupError (one line) when ribbit's state folder cannot be written (agent.paths.state_problem)."""
+    why = state_problem()
+    if why is not None:
+        raise SetupError(why)
+
+
+def outside_git(root: Path) -> str | None:
+    """One line when `root` is not in a git repository (what undo then keeps, and where), else None."""
+    from agent.checkout.gitcmd import GitError, find_repository
+
+    try:
+        if find_repository(root) is not None:
+            return None
+    except GitError as exc:
+        return f"{root} cannot be checked for a git repository ({exc})"
+    return (f"{root} is not in a git repository: ribbit keeps undo points for it in a private journal "
+            f"({private_git_dir(root)}); `git init` there gives you your own history too")
 
 
 def external_note(change: ExternalChange) -> str:
@@ -239,6 +264,13 @@ class Workspace:
     def context_used(self) -> int:
         return self.session.model.context_used()
 
+    def prompt_tokens(self) -> int:
+        """Tokens the next turn will read (the status bar's gauge between turns, e.g. after /clear)."""
+        try:
+            return self.session.compactor.next_prompt()
+        except ModelError:  # a template that cannot render a prompt without a user message (Qwen3.5's)
+            return self.session.model.context_used()
+
     def reasoning_state(self) -> bool | None:
         return self.session.reasoning_state()
 
@@ -269,11 +301,21 @@ class Workspace:
             raise ModeError(f"cannot switch to {mode!r} here")
         if mode == "full-auto" and not self.runner.sandboxed and not self.no_sandbox:
             raise ModeError("full-auto needs the sandbox for Bash, and there is none")
+        if mode != "plan" and (read_only := read_only_checkout(self.journal.root)) is not None:
+            raise ModeError(read_only)
         self.session.approvals.set_mode(mode)  # type: ignore[arg-type]  # checked against MODES above
         return self.mode
 
     def set_reasoning(self, on: bool | None) -> bool:
         return self.session.set_reasoning(on)
+
+    def allowed_prefixes(self) -> list[str]:
+        """The command prefixes the user allowed in this project ('always allow', `ribbit allow`)."""
+        return list(self.session.approvals.policy.allow.user)
+
+    def revoke_prefix(self, prefix: str) -> bool:
+        """Forget an allowed prefix (OSError when the list cannot be saved); False when it was not there."""
+        return self.session.approvals.policy.allow.remove(prefix)
 
     # -- the checkout ---------------------------------------------------------------------------
 
@@ -374,6 +416,7 @@ def open_workspace(
     """`save`: keep the session on disk as it goes (agent.session.store: the TUI and `ribbit run` do;
     eval, review and benchmarks do not); `resume`: go on with a saved one (implies save)."""
     root = check_repo(root)
+    check_state()
     try:
         settings = load_settings()
     except SandboxConfigError as exc:
@@ -390,13 +433,17 @@ def open_workspace(
             else "Bash cannot run in plan mode" if mode == "plan" else "every Bash call asks"
         )
     )
-    allow = AllowList(project_state(root) / "allow.json")
+    allow = project_allow_list(root)
     policy = ApprovalPolicy(mode, allow, sandboxed=runner.sandboxed)
+    # A read-only checkout: plan mode needs no undo point (nothing may change); other modes are one line.
+    read_only = read_only_checkout(root)
+    if read_only is not None and mode != "plan":
+        raise SetupError(read_only)
     journal = Journal(root, namespace=journal_namespace) if journal_namespace else Journal(root)
     swept = journal.sweep_temp_files()
     if resume is not None:
         journal.adopt(resume.session_id)  # undo goes on where the session left off
-    else:
+    elif read_only is None:
         journal.snapshot("start")
     journal_notices = journal.take_notices()
     recorder: SessionRecorder | None = None
@@ -439,9 +486,10 @@ def open_workspace(
 
         def before_task(prompt: str) -> None:
             # The files as they are when the prompt arrives: the point /rewind puts them back to.
-            foreign, mixed = watcher.take_since_snapshot() if watcher else (set(), set())
-            for line in journal.record_step("before a prompt", foreign=foreign, mixed=mixed):
-                sink(NoticeEvent(level="warning", text=line))
+            if journal.snapshots:  # none in a read-only checkout (plan mode): nothing to put back
+                foreign, mixed = watcher.take_since_snapshot() if watcher else (set(), set())
+                for line in journal.record_step("before a prompt", foreign=foreign, mixed=mixed):
+                    sink(NoticeEvent(level="warning", text=line))
             report.task_started()
             assert recorder is not None
             recorder.before_task(prompt)
@@ -471,6 +519,8 @@ def snapshot_changes(
     runs = [writable_runs(runner)]
 
     def after_step(step: int, calls: list[ToolCall]) -> None:
+        if not journal.snapshots:
+            return  # no start point (plan mode in a read-only checkout): nothing may change
         changed = any(call.name in CHANGING_TOOLS for call in calls)
         now = writable_runs(runner)
         if now is not None:

@@ -46,9 +46,12 @@ class BashApprovalScreen(PacedModalScreen[ApprovalDecision]):
             hint.append(" run   ")
             hint.append("n", style="bold")
             hint.append(" don't run   ")
-            if not req.tried_to_write:
+            if not req.tried_to_write and self.prefix:
                 hint.append("p", style="bold")
-                hint.append(f" always run `{visible(self.prefix, one_line=True)}` here without asking, read-only")
+                hint.append(f" run it, and from now on every command starting `{visible(self.prefix, one_line=True)}` "
+                            "in this project without asking, read-only (/allowed revokes)")
+            elif not req.tried_to_write:
+                hint.append("(a command that chains, redirects or substitutes always asks)", style="dim")
             yield Static(hint, id="bash-keys")
         yield Footer()
 
@@ -59,6 +62,8 @@ class BashApprovalScreen(PacedModalScreen[ApprovalDecision]):
         self.dismiss(ApprovalDecision(approved=False))
 
     def action_allow_prefix(self) -> None:
+        if not self.prefix or self.request.tried_to_write:
+            return  # nothing 'always allow' could remember (the hint says so)
         self.dismiss(ApprovalDecision(approved=True, remember="prefix"))
 
     def action_escape(self) -> None:

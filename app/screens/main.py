@@ -14,6 +14,9 @@ from app.widgets.status_bar import StatusBar
 from app.widgets.transcript import LivePanel, Transcript
 
 
+PROMPT_PLACEHOLDER = "Ask ribbit…  (Enter sends, Shift+Enter/Ctrl+J newline, /help)"
+
+
 class MainScreen(PacedScreen[None]):
     CSS_PATH = "main.tcss"
     AUTO_FOCUS = "#prompt"
@@ -26,7 +29,7 @@ class MainScreen(PacedScreen[None]):
         yield Transcript(id="transcript")
         yield LivePanel(id="live")
         yield CommandHints(id="hints")
-        yield PromptInput(id="prompt", placeholder="Ask ribbit…  (Enter sends, Shift+Enter/Ctrl+J newline, /help)")
+        yield PromptInput(id="prompt", placeholder=PROMPT_PLACEHOLDER)
         yield StatusBar(id="status")
 
     @property

@@ -81,7 +81,7 @@ class EditReviewScreen(PacedScreen[ApprovalDecision]):
             self.hunk_views[self.cursor].scroll_visible(animate=False)
         chosen = sum(v.selected for v in self.hunk_views)
         self.query_one("#review-selection", Static).update(
-            f"applying {chosen} of {len(self.hunk_views)} hunks" if self.hunk_views else ""
+            f"{chosen} of {len(self.hunk_views)} hunks selected · y applies them, n rejects" if self.hunk_views else ""
         )
 
     # -- actions --------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.syntax import Syntax
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -23,12 +24,16 @@ def count_changes(diff: str) -> tuple[int, int]:
     return added, removed
 
 
-class SessionDiffScreen(PacedScreen[None]):
+class SessionDiffScreen(PacedScreen[str]):
+    """Closes with "" (Esc), or with the text typed while it was open: typing goes on in the prompt."""
+
     CSS_PATH = "session_diff.tcss"
     BINDINGS = [
-        Binding("escape,q", "close", "Close"),
-        Binding("j,down", "scroll(1)", "Down", show=False),
-        Binding("k,up", "scroll(-1)", "Up", show=False),
+        Binding("escape", "close", "Close (or just type: it goes to the prompt)"),
+        Binding("down", "scroll(1)", "Down", show=False),
+        Binding("up", "scroll(-1)", "Up", show=False),
+        Binding("pagedown", "scroll(8)", "Page down", show=False),
+        Binding("pageup", "scroll(-8)", "Page up", show=False),
     ]
 
     def __init__(self, files: list[tuple[str, str]]) -> None:
@@ -59,7 +64,14 @@ class SessionDiffScreen(PacedScreen[None]):
         yield Footer()
 
     def action_close(self) -> None:
-        self.dismiss(None)
+        self.dismiss("")
+
+    def on_key(self, event: events.Key) -> None:
+        """A key that types something closes the view and goes to the prompt, where the user meant it."""
+        if event.is_printable and event.character:
+            event.stop()
+            event.prevent_default()
+            self.dismiss(event.character)
 
     def action_scroll(self, step: int) -> None:
         self.query_one("#session-files", VerticalScroll).scroll_relative(y=step * 3, animate=False)

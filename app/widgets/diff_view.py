@@ -153,8 +153,9 @@ class HunkView(Static):
         self.border_title = self._title()
 
     def _title(self) -> str:
-        mark = "✓" if self.selected else "✗"
-        state = "apply" if self.selected else "skip"
+        # A checkbox, not a tick: nothing is applied until the review is approved.
+        mark = "[x]" if self.selected else "[ ]"
+        state = "selected" if self.selected else "skipped"
         return f"{mark} hunk {self.index + 1}/{self.total}  +{self.hunk.added} -{self.hunk.removed}  ({state})"
 
     def render(self) -> RenderableType:

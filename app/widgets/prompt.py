@@ -19,6 +19,7 @@ SLASH_COMMANDS: dict[str, str] = {
     "/clear": "clear the transcript and start a new conversation",
     "/mode": "show or set the approval mode: /mode ask|auto-edit|full-auto|plan",
     "/model": "show the model in use, or switch to another: /model SPEC",
+    "/allowed": "command prefixes that run here without asking: /allowed, /allowed revoke N",
     "/think": "reasoning on or off from the next turn: /think on|off",
     "/init": "ask the model to draft an AGENTS.md for this repository (shown as a diff)",
     "/quit": "quit ribbit",

@@ -434,7 +434,8 @@ class ToolCard(LineWidget, can_focus=True):
     header and a body widget cost a compose and extra relayouts for every call.
     """
 
-    COMPONENT_CLASSES = {"tool-card--running", "tool-card--done", "tool-card--error", "tool-card--body"}
+    COMPONENT_CLASSES = {"tool-card--running", "tool-card--done", "tool-card--error", "tool-card--rejected",
+                         "tool-card--body"}
     BINDINGS = [Binding("enter,space", "toggle", "Expand", show=False)]
     expanded: reactive[bool] = reactive(False, layout=True)
     DEFAULT_CSS = "ToolCard { height: auto; }"
@@ -444,16 +445,21 @@ class ToolCard(LineWidget, can_focus=True):
         self.call = call
         self.output: str | None = None
         self.is_error = False
+        self.rejected = False  # the user said no: nothing was written or run
 
     @property
     def state(self) -> str:
+        if self.rejected:
+            return "rejected"
         return "running" if self.output is None else "error" if self.is_error else "done"
 
     def header_text(self) -> Text:
-        mark = {"running": "…", "done": "✓", "error": "✗"}[self.state]
+        mark = {"running": "…", "done": "✓", "error": "✗", "rejected": "⊘"}[self.state]
         text = Text(style=self.get_component_rich_style(f"tool-card--{self.state}", partial=True))
         text.append(f"{mark} {visible(self.call.name, one_line=True)}", style="bold")
         text.append("  " + summarize_call(self.call))
+        if self.rejected:
+            text.append("  rejected", style="italic")
         return text
 
     def body_text(self) -> Text | None:
@@ -470,7 +476,13 @@ class ToolCard(LineWidget, can_focus=True):
     def set_result(self, output: str, is_error: bool) -> None:
         self.output, self.is_error = output, is_error
         self.remove_class("running")
-        self.add_class("error" if is_error else "done")
+        self.add_class("error" if is_error or self.rejected else "done")
+        self.refresh(layout=True)
+
+    def set_rejected(self) -> None:
+        self.rejected = True
+        self.remove_class("done")
+        self.add_class("error")
         self.refresh(layout=True)
 
     def action_toggle(self) -> None:
@@ -480,7 +492,7 @@ class ToolCard(LineWidget, can_focus=True):
         self.action_toggle()
 
     def lines_key(self, width: int) -> object:
-        return (width, self.output, self.expanded)
+        return (width, self.output, self.expanded, self.rejected)
 
     def build_lines(self, width: int) -> list[Strip]:
         lines = render_strips(self, self.header_text(), width)
@@ -705,6 +717,12 @@ class Transcript(VerticalScroll):
         card = self.cards.get(tool_call_id)
         if card is not None:
             card.set_result(output, is_error)
+
+    def set_tool_rejected(self, tool_call_id: str) -> None:
+        """The user rejected this call's change or command: its card says so, not ✓."""
+        card = self.cards.get(tool_call_id)
+        if card is not None:
+            card.set_rejected()
 
     async def clear(self) -> None:
         await self.end_turn()

@@ -256,3 +256,17 @@ def test_progress_shows_done_resolved_so_far_and_eta() -> None:
     assert last.endswith("· 2/8 done, resolved so far: replay:a/frog.jsonl 1/1, gemma 0/1, ETA 1m30s")
     assert eta_seconds(6, [10.0, 50.0, 20.0], 3) == pytest.approx(40.0)
     assert eta_seconds(5, [], 1) is None and eta_seconds(0, [], 1) == 0.0
+
+
+def test_first_n_tasks_from_the_command_line(tmp_path: Path, task_set: Path) -> None:
+    """`ribbit eval --first 1` runs only the first task of the set (issue 32): one job, on disk."""
+    import sys
+
+    idle = write_replay(tmp_path / "idle.jsonl", [])
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", "eval", str(task_set), "--model", f"replay:{idle}", "--out", str(out),
+         "--first", "1"], capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0, done.stderr
+    assert "0/1 (0.0%)" in (out / "report.md").read_text()

@@ -180,6 +180,14 @@ def test_in_a_repository_that_is_the_home_folder_the_credentials_stay_hidden_and
         (home / ".ssh" / "id_ed25519").write_text("ribbit-home-ssh-key\n")
         monkeypatch.setenv("HOME", str(home))
         commands = ["cat .ssh/id_ed25519", "echo key > .ssh/authorized_keys", "rm -rf .ssh", "echo ok > notes.txt"]
+        # ribbit refuses the home folder as a repository (issue 32): that is the first line of defence ...
+        import agent.session.workspace as workspace_module
+        from agent.session import SetupError, check_repo
+
+        with pytest.raises(SetupError, match="home folder"):
+            check_repo(home)
+        # ... and the sandbox is the second: with the refusal out of the way, the credentials stay hidden.
+        monkeypatch.setattr(workspace_module, "unsuitable_folder", lambda root: None)
         workspace, recorder, _ = session(home, tmp_path, *[xml_call("Bash", command=c) for c in commands], "done")
         outputs = tool_outputs(recorder)
         assert "ribbit-home-ssh-key" not in "".join(outputs)

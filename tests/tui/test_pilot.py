@@ -254,7 +254,7 @@ async def test_first_run_says_how_to_use_frognano(repo: Path, replay_file, monke
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         first = notices(app)[0]
-        assert "embedded default" in first and "--model" in first and "ribbit quantize" in first
+        assert "does not use the tools" in first and "--model" in first and "ribbit quantize" in first
         assert "\n" not in first
 
 
