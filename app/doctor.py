@@ -9,11 +9,12 @@ from pathlib import Path
 
 def doctor_main(argv: Sequence[str]) -> int:
     from agent.session import agent_checks
-    from models.diagnostics import ENDPOINT_CHECKS, model_checks
+    from models.diagnostics import ENDPOINT_CHECKS, model_checks, planned_memory_bytes
+    from models.spec import resolve_spec
 
     root = Path(argv[argv.index("--repo") + 1]) if "--repo" in argv[:-1] else Path.cwd()
     spec = argv[argv.index("--model") + 1] if "--model" in argv[:-1] else None
-    checks = [*model_checks(spec), *agent_checks(root.resolve())]
+    checks = [*model_checks(spec), *agent_checks(root.resolve(), model_bytes=planned_memory_bytes(resolve_spec(spec)))]
     width = max(len(c.name) for c in checks)
     for check in checks:
         mark = "ok " if check.ok else "!! "

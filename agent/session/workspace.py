@@ -381,7 +381,7 @@ def open_workspace(
     sandbox_ok, why = (False, "disabled by --no-sandbox") if no_sandbox else sandbox_available()
     if mode in ("full-auto", "review") and not sandbox_ok and not no_sandbox:
         raise SetupError(f"{mode} mode needs a sandbox for Bash, and there is none ({why}); pass --no-sandbox to run anyway")
-    base_runner = make_runner(root, want_sandbox=sandbox_ok, settings=settings)
+    base_runner = make_runner(root, want_sandbox=sandbox_ok, settings=settings, model_bytes=model.info.memory_bytes)
     runner: CommandRunner = base_runner
     sandbox_status = (
         f"sandbox: {runner.name}" if runner.sandboxed

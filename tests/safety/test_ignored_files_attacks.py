@@ -11,6 +11,7 @@ import importlib.util
 import json
 import os
 import resource
+import shlex
 import stat
 import subprocess
 import sys
@@ -556,17 +557,44 @@ def bytes_written_under_quota(tmp_path: Path, quota_mb: int | None, command: str
     return int(json.loads(proc.stdout.split("RESULT ", 1)[1])["used"])
 
 
-@pytest.mark.xfail(strict=True, reason="hole left open: fallocate takes the quota many times over between two checks")
-def test_fallocate_cannot_take_more_than_the_quota(tmp_path: Path) -> None:
-    """`ulimit -f` bounds each file and the free space is looked at every 0.2 s: seven `fallocate -l 7M`
-    (each under the per-file bound, all in a millisecond) took 49 MiB against an 8 MiB quota. With the
-    default quota (half the free space), two `fallocate -l $(( $(ulimit -f) * 1024 ))` fill the disk;
-    on ext4, `fallocate -n` (keep size) is not bounded by `ulimit -f` at all."""
-    used = bytes_written_under_quota(tmp_path, 8, "for i in 1 2 3 4 5 6 7; do fallocate -l 7M f$i; done")
+@pytest.mark.parametrize("command", [
+    "for i in 1 2 3 4 5 6 7; do fallocate -l 7M f$i; done",
+    "for i in 1 2 3 4 5 6 7; do fallocate -n -l 7M f$i; done",  # keep size: past `ulimit -f` on ext4
+])
+def test_fallocate_cannot_take_more_than_the_quota(tmp_path: Path, command: str) -> None:
+    """`ulimit -f` bounds each file and the free space is looked at between checks: seven `fallocate -l 7M`
+    (each under the per-file bound, all in a millisecond) took 49 MiB against an 8 MiB quota; on ext4,
+    `fallocate -n` (keep size) is not bounded by `ulimit -f` at all. The sandbox's seccomp filter now
+    answers fallocate with EOPNOTSUPP (agent.checkout.seccomp)."""
+    used = bytes_written_under_quota(tmp_path, 8, command)
     assert used <= 12 << 20, used >> 20
 
 
-@pytest.mark.xfail(strict=True, reason="hole left open: parallel writers take the quota many times over between two checks")
+def test_posix_fallocate_still_works_by_writing(repo: Path, tmp_path: Path) -> None:
+    """glibc's posix_fallocate falls back to writing the blocks when fallocate says EOPNOTSUPP: programs
+    that preallocate keep working (bounded by `ulimit -f` like any write), and io_uring, whose requests a
+    filter cannot see, is not there."""
+    script = (
+        "import ctypes, errno, os\n"
+        "fd = os.open('pre.bin', os.O_CREAT | os.O_WRONLY, 0o644)\n"
+        "os.posix_fallocate(fd, 0, 1 << 20)\n"
+        "print('size', os.fstat(fd).st_size)\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "params = ctypes.create_string_buffer(120)\n"
+        "print('io_uring_setup', libc.syscall(425, 4, params), errno.errorcode.get(ctypes.get_errno()))\n"
+    )
+    workspace, recorder = one_task(repo, tmp_path, xml_call("Bash", command=f"python3 -c {shlex.quote(script)}"))
+    workspace.close()
+    output = [e.output for e in recorder.of_type("tool_result")][0]  # type: ignore[attr-defined]
+    assert "size 1048576" in output and "io_uring_setup -1 ENOSYS" in output, output
+    assert (repo / "pre.bin").stat().st_size == 1 << 20
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "cannot be closed by polling: the quota is checked every 50 ms and each file is bounded by `ulimit -f`, "
+    "but many files written at memory speed (parallel or one after another) take more than the quota between "
+    "two checks; only a file system quota would bound bytes as they are written (docs/security.md states the bound)"
+))
 def test_parallel_writers_cannot_take_more_than_the_quota(tmp_path: Path) -> None:
     """Eight background writers of 7 MiB each (each under `ulimit -f`): 56 MiB against 8 MiB."""
     used = bytes_written_under_quota(tmp_path, 8, "for i in $(seq 8); do head -c 7M /dev/zero > p$i & done; wait")
