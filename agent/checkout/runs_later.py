@@ -11,9 +11,14 @@ the end of a task. The whole list lives here; extend it here.
 from __future__ import annotations
 
 import fnmatch
+import importlib.util
+import marshal
 import os
 import stat
+import sys
 from pathlib import Path, PurePosixPath
+
+from agent.fs import read_regular
 
 # Folders that hold installed packages or an environment: anything written inside runs on import,
 # on activation or on the next install (`*.pth` files run at every Python start).
@@ -40,6 +45,7 @@ FILE_NAMES: dict[str, str] = {
     "noxfile.py": "a test runner's script (nox)", "pytest.ini": "pytest's settings (plugins it loads)",
     "sitecustomize.py": "runs at every Python start", "usercustomize.py": "runs at every Python start",
     "*.pth": "runs at every Python start, from site-packages",
+    "*.pyc": "compiled Python (imported instead of its source)", "*.pyo": "compiled Python (imported instead of its source)",
     ".envrc": "an environment hook (direnv runs it on cd)",
     ".gitattributes": "git filters (run on checkout and add)", ".gitmodules": "git submodules (fetched and checked out)",
     ".pre-commit-config.yaml": "git hooks (pre-commit runs them)", ".gitlab-ci.yml": "CI (runs on push)",
@@ -109,3 +115,32 @@ def _in_virtualenv(root: Path, folders: tuple[str, ...]) -> bool:
 def is_environment_folder(name: str, entries: frozenset[str] | set[str] = frozenset()) -> bool:
     """A folder that is an installed environment: named like one, or a virtualenv (holds pyvenv.cfg)."""
     return name in ENVIRONMENT_FOLDERS or "pyvenv.cfg" in entries
+
+
+COMPILED_READ_LIMIT = 8 << 20  # a compiled module past this is not compared (and so named)
+
+
+def compiled_from_source(root: Path, rel: str) -> bool:
+    """A `__pycache__/NAME.TAG[.opt-N].pyc` that is exactly what this Python compiles from NAME.py beside it.
+
+    Caches are not named at the end of a task (every test run rewrites them), but a forged one runs
+    instead of its unchanged source (issue 33): only a file proven to be the source's own compilation is
+    left unnamed. Another interpreter's tag, pytest's rewritten modules or a missing source: not proven."""
+    path = PurePosixPath(rel)
+    if path.parent.name != "__pycache__" or path.suffix != ".pyc":
+        return False
+    name, _, rest = path.stem.partition(".")
+    tag, _, opt = rest.partition(".opt-")
+    if tag != sys.implementation.cache_tag or opt not in ("", "1", "2"):
+        return False
+    data = read_regular(root / rel)
+    source = read_regular(root / path.parent.parent / f"{name}.py")
+    if data is None or source is None or len(data) > COMPILED_READ_LIMIT or data[:4] != importlib.util.MAGIC_NUMBER:
+        return False
+    try:
+        code = marshal.loads(data[16:])
+        # dont_inherit: this module's own __future__ imports must not change the compilation compared.
+        return bool(code == compile(source, str(root / path.parent.parent / f"{name}.py"), "exec",
+                                    dont_inherit=True, optimize=int(opt or 0)))
+    except (ValueError, EOFError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False

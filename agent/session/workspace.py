@@ -19,7 +19,7 @@ from agent.paths import project_state
 from agent.core.loop import AgentSession, Limits, Notes
 from agent.checkout.ignored import COMPILED, OutsideChanges, is_cache
 from agent.core.tools.readstate import ReadState
-from agent.checkout.runs_later import runs_later
+from agent.checkout.runs_later import compiled_from_source, runs_later
 from agent.session.resume import SessionResume
 from agent.checkout.sandbox import CommandRunner, LocalRunner, make_runner, sandbox_available
 from agent.checkout.sandbox_config import SandboxConfigError, load_settings
@@ -162,7 +162,8 @@ class TaskReport:
                 changed = journal.changed_between(journal.snapshots[self.start_index], journal.snapshots[-1])
             except JournalError:
                 changed = []
-        changed = [p for p in changed if not is_cache(p)]
+        # A compiled module in a cache is named unless it is its own source's compilation (a forged one runs).
+        changed = [p for p in changed if not is_cache(p) or (p.endswith(COMPILED) and not compiled_from_source(self.root, p))]
         ignored = sorted(set(changed) & journal.ignored_paths())
         if ignored:
             sink(NoticeEvent(level="info", text=f"git-ignored files changed (undo puts them back; not in the patch): {named(ignored)}"))

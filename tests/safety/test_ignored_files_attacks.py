@@ -285,11 +285,11 @@ def test_a_compiled_file_planted_in_the_venv_is_named(venv: Path, tmp_path: Path
     assert cached.name in warned(recorder, "changed files that run code on your machine later")
 
 
-@pytest.mark.xfail(strict=True, reason="hole left open: a forged .pyc in the repository's ignored __pycache__ is never named")
 def test_a_compiled_file_planted_beside_the_users_module_is_named(repo: Path, tmp_path: Path) -> None:
     """The same forged `.pyc`, put in the repository's own git-ignored `__pycache__` (journaled, so
     undoable): `import calc` runs the agent's code while calc.py and the patch show nothing, and no
-    notice names the file (caches are not named: every test run rewrites them)."""
+    notice named the file (caches are not named: every test run rewrites them). Now a compiled file is
+    named unless it is exactly its source's compilation."""
     (repo / ".gitignore").write_text("build/\n*.log\n__pycache__/\n")
     git(repo, "commit", "-qam", "ignore caches")
     source = repo / "calc.py"
@@ -306,7 +306,19 @@ def test_a_compiled_file_planted_beside_the_users_module_is_named(repo: Path, tm
         workspace.close()
     subprocess.run([sys.executable, "-c", "import calc"], cwd=repo, check=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(repo)))
     assert (repo / "PWNED").exists() and not patch.strip()
-    assert cached.name in " ".join(notices(recorder))
+    assert cached.name in warned(recorder, "changed files that run code on your machine later")
+
+
+def test_a_compiled_file_python_wrote_itself_is_not_named(repo: Path, tmp_path: Path) -> None:
+    """The other side: a command compiling calc.py writes its own compilation; nothing to warn about."""
+    (repo / ".gitignore").write_text("build/\n*.log\n__pycache__/\n")
+    git(repo, "commit", "-qam", "ignore caches")
+    cached = Path(importlib.util.cache_from_source(str(repo / "calc.py")))
+    python = Path(sys.executable).resolve()
+    workspace, recorder = one_task(repo, tmp_path, xml_call("Bash", command=f"{python} -m py_compile calc.py"))
+    workspace.close()
+    assert cached.exists(), [e for e in recorder.events if e.type == "tool_result"]
+    assert cached.name not in " ".join(notices(recorder))
 
 
 # -- the patch and files_changed show every change to a file git does not ignore -------------------
