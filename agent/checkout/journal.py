@@ -352,6 +352,16 @@ class Journal:
         relative to the root."""
         return {self._worktree._display(rel) for rel in self._worktree.nested if self._worktree._in_scope(rel)}
 
+    def check_untracked_folders(self) -> list[str]:
+        """Take unsafe bits off the folders no snapshot goes through (empty ones); the folders changed."""
+        with self._lock:
+            try:
+                stripped = self._worktree.check_untracked_folders()
+            except GIT_ERRORS:
+                return []
+            self._note_stripped(stripped)
+            return [self._display(p) + "/" for p, _old, _new in stripped]
+
     def take_notices(self) -> list[str]:
         """One-line notices for the user since the last call (paths left out, steps not recorded)."""
         notices, self._notices = self._worktree.take_notices() + self._notices, []

@@ -137,6 +137,9 @@ class TaskReport:
                 f"the agent made a git repository in {named([m + '/' for m in made])}: git run there (a git-aware "
                 "shell prompt does on cd) follows its .git/config, which can run programs; check or remove its .git first"
             )))
+        journal.check_untracked_folders()  # empty folders: no step's scan went through them
+        for text in journal.take_notices():
+            sink(NoticeEvent(level="warning", text=text))
         runs = writable_runs(self.runner)
         report = OutsideChanges()
         if runs is None or runs != self.start_runs:

@@ -517,11 +517,15 @@ def test_an_ignored_file_of_a_nested_repository_is_undone(repo: Path, tmp_path: 
     assert (nested / ".gitignore").read_text() == ".env\n"
 
 
-@pytest.mark.xfail(strict=True, reason="hole left open: mode bits on a folder holding no file are never checked")
 def test_world_writable_sticky_empty_folders_are_taken_back(repo: Path, tmp_path: Path) -> None:
-    """The scan strips bits on the folders above the files it records: an empty folder is above none."""
-    workspace, _ = one_task(repo, tmp_path, xml_call("Bash", command="mkdir d && chmod 1777 d && mkdir -p e/f && chmod 6777 e/f && touch e/g"))
+    """The scan strips bits on the folders above the files it records: an empty folder is above none.
+    Now the end of the task looks at every untracked folder too; the user's own empty folder keeps its bits."""
+    (repo / "mine").mkdir()
+    (repo / "mine").chmod(0o1777)
+    workspace, recorder = one_task(repo, tmp_path, xml_call("Bash", command="mkdir d && chmod 1777 d && mkdir -p e/f && chmod 6777 e/f && touch e/g"))
     workspace.close()
+    assert stat.S_IMODE((repo / "mine").stat().st_mode) == 0o1777
+    assert "d (1777 -> 775)" in " ".join(notices(recorder))
     assert not stat.S_IMODE((repo / "d").stat().st_mode) & (stat.S_ISVTX | stat.S_IWOTH)
     assert not stat.S_IMODE((repo / "e" / "f").stat().st_mode) & (stat.S_ISUID | stat.S_ISGID | stat.S_IWOTH)
 
