@@ -180,19 +180,21 @@ def test_undo_never_deletes_a_too_large_file_the_step_moved(repo: Path, tmp_path
     assert "NOT restored: dataset.csv" in undone.summary()
 
 
-@pytest.mark.xfail(strict=True, reason="hole left open: undo removes an environment the agent moved into view")
 def test_undo_after_an_environment_was_moved_into_view_keeps_it(venv: Path, tmp_path: Path) -> None:
     """`mv .venv venv2`: `.venv` is left outside the journal, `venv2` (not ignored) is journaled as new
-    files. Undo removes venv2's files and cannot bring `.venv` back: the user's environment is gone
-    from the disk (its bytes survive only in the journal's undone ref)."""
+    files. Undo removed venv2's files and could not bring `.venv` back: the user's environment was gone
+    from the disk. Now undo leaves a folder that became an environment in place, and says so."""
     repo = venv
+    files_before = sorted(p.relative_to(repo / ".venv") for p in (repo / ".venv").rglob("*"))
     workspace, recorder = one_task(repo, tmp_path, xml_call("Bash", command="mv .venv venv2"))
     try:
-        assert ".venv/" in warned(recorder, "changed outside the undo journal")  # named now (fixed below)
-        workspace.undo_last()
+        assert ".venv/" in warned(recorder, "changed outside the undo journal")
+        undone = workspace.undo_last()
     finally:
         workspace.close()
-    assert (repo / ".venv" / "pyvenv.cfg").exists() or (repo / "venv2" / "pyvenv.cfg").exists()
+    assert sorted(p.relative_to(repo / "venv2") for p in (repo / "venv2").rglob("*")) == files_before
+    assert [p for p, _why in undone.not_restored] == ["venv2/"]
+    assert not undone.deleted
 
 
 # -- what is left outside the journal is named when it changes -------------------------------------
