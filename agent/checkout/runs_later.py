@@ -66,13 +66,44 @@ FILE_NAMES: dict[str, str] = {
     "gradlew": "the Gradle wrapper (runs and downloads)", "mvnw": "the Maven wrapper (runs and downloads)",
     "settings.gradle": "a build file (gradle)", "settings.gradle.kts": "a build file (gradle)",
     "Cargo.toml": "Rust build settings (build scripts)", "composer.json": "composer scripts (run on install)",
+    # More build files and task runners that are programs, or run the commands they list.
+    "Taskfile.yaml": "a build file (task)", "taskfile.yml": "a build file (task)", "tasks.py": "a task file (invoke)",
+    "fabfile.py": "a task file (fabric)", "dodo.py": "a task file (doit)", "SConstruct": "a build file (scons)",
+    "SConscript": "a build file (scons)", "configure": "a build script (./configure)", "configure.ac": "a build file (autoconf)",
+    "Makefile.am": "a build file (automake)", "Makefile.in": "a build file (configure)", "autogen.sh": "a build script",
+    "hatch_build.py": "a Python build hook (hatch)", "binding.gyp": "a native build file (node-gyp, run on npm install)",
+    "Gruntfile.js": "a build file (grunt)", "gulpfile.js": "a build file (gulp)", "deno.json": "deno tasks",
+    "bunfig.toml": "bun settings (preload scripts)", "build.sbt": "a build file (sbt)", "mix.exs": "a build file (mix)",
+    "Setup.hs": "a Haskell build script (cabal)", "*.gemspec": "a Ruby gem spec (a program bundler runs)",
+    "Brewfile": "a Homebrew bundle (a Ruby program)", "Podfile": "a CocoaPods file (a Ruby program)",
+    "Pipfile": "pipenv scripts", "rust-toolchain": "a Rust toolchain (rustup runs what it names)",
+    "rust-toolchain.toml": "a Rust toolchain (rustup runs what it names)",
+    "flake.nix": "a Nix flake (nix develop / direnv run its shell hook)", "shell.nix": "a Nix shell (its shell hook runs)",
+    "default.nix": "a Nix expression (nix-shell runs its shell hook)", "devenv.nix": "a devenv shell (its hooks run)",
+    "Vagrantfile": "a Vagrant file (a Ruby program)", "docker-compose.yml": "containers and what they mount (compose)",
+    "docker-compose.yaml": "containers and what they mount (compose)", "compose.yml": "containers and what they mount (compose)",
+    "compose.yaml": "containers and what they mount (compose)",
+    # Git hook managers, more CI, editors' and tools' files that are programs.
+    "lefthook.yml": "git hooks (lefthook)", ".lefthook.yml": "git hooks (lefthook)", ".overcommit.yml": "git hooks (overcommit)",
+    ".drone.yml": "CI (runs on push)", ".woodpecker.yml": "CI (runs on push)", "appveyor.yml": "CI (runs on push)",
+    ".appveyor.yml": "CI (runs on push)", ".cirrus.yml": "CI (runs on push)", ".readthedocs.yaml": "CI (runs on push)",
+    ".pylintrc": "pylint settings (init-hook runs Python)", "pylintrc": "pylint settings (init-hook runs Python)",
+    ".pdbrc": "pdb commands (run when pdb starts here)", ".ycm_extra_conf.py": "editor settings (YouCompleteMe runs it)",
+    ".exrc": "vim settings (run with 'exrc')", ".nvimrc": "neovim settings (run with 'exrc')", ".nvim.lua": "neovim settings (run with 'exrc')",
+    ".babelrc.js": "Babel settings (a program)", ".mocharc.js": "mocha settings (a program)", ".prettierrc.js": "Prettier settings (a program)",
+    ".prettierrc.cjs": "Prettier settings (a program)", ".stylelintrc.js": "stylelint settings (a program)",
+    ".bash_profile": "a shell start-up file", ".bash_login": "a shell start-up file", ".bash_logout": "a shell exit file",
+    ".zprofile": "a shell start-up file", ".zshenv": "a shell start-up file", ".zlogin": "a shell start-up file",
 }
 # Folders (a path component, or a prefix of the path) whose files a tool runs.
 FOLDERS: dict[str, str] = {
     ".github/workflows": "CI (runs on push)", ".circleci": "CI (runs on push)", ".buildkite": "CI (runs on push)",
     ".vscode": "editor settings and tasks (VS Code runs them)", ".idea/runConfigurations": "IDE run configurations",
     ".husky": "git hooks (husky)", ".githooks": "git hooks", ".devcontainer": "a dev container definition",
-    ".cargo": "cargo settings (build scripts, runners)",
+    ".cargo": "cargo settings (build scripts, runners)", ".github/actions": "CI actions (run on push)",
+    ".gitea/workflows": "CI (runs on push)", ".forgejo/workflows": "CI (runs on push)", ".woodpecker": "CI (runs on push)",
+    ".idea": "IDE project settings (run configurations, tools it runs)",
+    ".fleet": "IDE run configurations", ".zed": "editor settings and tasks (Zed runs them)",
 }
 
 

@@ -83,6 +83,7 @@ def locked_sink(sink: EventSink) -> EventSink:
 
 
 MAX_NAMED = 5
+LATER_NAMED = 20  # files that run code later: each one is worth the user's look
 # ctime comes from the kernel's coarse clock, which may lag time.time_ns() by a few milliseconds.
 CTIME_SLACK_NS = 50_000_000
 
@@ -111,6 +112,7 @@ class TaskReport:
     start_index: int = 0
     start_runs: int | None = None
     last: SummaryEvent | None = None  # the last task's summary as the user was told it
+    runs_later: list[str] = field(default_factory=list)  # the last task's changed files that run code later
 
     def task_started(self) -> None:
         self.started_ns = time.time_ns() - CTIME_SLACK_NS
@@ -171,9 +173,10 @@ class TaskReport:
         if ignored:
             sink(NoticeEvent(level="info", text=f"git-ignored files changed (undo puts them back; not in the patch): {named(ignored)}"))
         later = [(p, why) for p in sorted(set(changed) | set(outside)) if (why := runs_later(p.rstrip("/"), self.root))]
+        self.runs_later = [p for p, _why in later]
         if later:
-            listed = "; ".join(f"{shown(p)} ({why})" for p, why in later[:MAX_NAMED])
-            more = f"; and {len(later) - MAX_NAMED} more" if len(later) > MAX_NAMED else ""
+            listed = "; ".join(f"{shown(p)} ({why})" for p, why in later[:LATER_NAMED])
+            more = f"; and {len(later) - LATER_NAMED} more" if len(later) > LATER_NAMED else ""
             sink(NoticeEvent(level="warning", text=f"changed files that run code on your machine later: {listed}{more}"))
         files = set(summary.files_changed) | {p for p in journal.agent_changed if not is_cache(p)} | set(outside)
         self.last = summary.model_copy(update={"files_changed": sorted(files)})
