@@ -156,22 +156,46 @@ def compiled_from_source(root: Path, rel: str) -> bool:
 
     Caches are not named at the end of a task (every test run rewrites them), but a forged one runs
     instead of its unchanged source (issue 33): only a file proven to be the source's own compilation is
-    left unnamed. Another interpreter's tag, pytest's rewritten modules or a missing source: not proven."""
+    left unnamed (pytest's rewritten test modules too, where the same pytest is importable here, so a
+    test run is not named). Another interpreter's tag or a missing source: not proven."""
     path = PurePosixPath(rel)
     if path.parent.name != "__pycache__" or path.suffix != ".pyc":
         return False
     name, _, rest = path.stem.partition(".")
     tag, _, opt = rest.partition(".opt-")
-    if tag != sys.implementation.cache_tag or opt not in ("", "1", "2"):
+    rewritten = tag == _pytest_tag()
+    if not (rewritten or tag == sys.implementation.cache_tag) or opt not in ("", "1", "2"):
         return False
     data = read_regular(root / rel)
     source = read_regular(root / path.parent.parent / f"{name}.py")
     if data is None or source is None or len(data) > COMPILED_READ_LIMIT or data[:4] != importlib.util.MAGIC_NUMBER:
         return False
+    filename = str(root / path.parent.parent / f"{name}.py")
     try:
         code = marshal.loads(data[16:])
         # dont_inherit: this module's own __future__ imports must not change the compilation compared.
-        return bool(code == compile(source, str(root / path.parent.parent / f"{name}.py"), "exec",
-                                    dont_inherit=True, optimize=int(opt or 0)))
+        if rewritten:
+            return bool(code == _pytest_compile(source, filename))
+        return bool(code == compile(source, filename, "exec", dont_inherit=True, optimize=int(opt or 0)))
     except (ValueError, EOFError, TypeError, SyntaxError, MemoryError, RecursionError):
         return False
+
+
+def _pytest_tag() -> str | None:
+    """The cache tag of pytest's rewritten test modules, where pytest is installed beside ribbit."""
+    try:
+        from _pytest.assertion.rewrite import PYTEST_TAG
+    except ImportError:
+        return None
+    return str(PYTEST_TAG)
+
+
+def _pytest_compile(source: bytes, filename: str) -> object:
+    """What pytest writes for a test module (its assertion rewriting, no plugin's hook: config None)."""
+    import ast
+
+    from _pytest.assertion.rewrite import rewrite_asserts
+
+    tree = ast.parse(source, filename=filename)
+    rewrite_asserts(tree, source, filename, None)
+    return compile(tree, filename, "exec", dont_inherit=True)

@@ -617,3 +617,17 @@ def test_parallel_writers_cannot_take_more_than_the_quota(tmp_path: Path) -> Non
     """Eight background writers of 7 MiB each (each under `ulimit -f`): 56 MiB against 8 MiB."""
     used = bytes_written_under_quota(tmp_path, 8, "for i in $(seq 8); do head -c 7M /dev/zero > p$i & done; wait")
     assert used <= 12 << 20, used >> 20
+
+
+def test_a_test_run_in_a_command_names_no_compiled_file(repo: Path, tmp_path: Path) -> None:
+    """pytest writes its own rewritten compilation of each test module (and the plain one of calc.py):
+    none of them is named, so the warning keeps its meaning after the agent runs the tests."""
+    (repo / ".gitignore").write_text("build/\n*.log\n__pycache__/\n.pytest_cache/\n")
+    git(repo, "commit", "-qam", "ignore caches")
+    python = sys.executable  # this venv's python: the pytest ribbit itself can import
+    command = f"env -u PYTHONDONTWRITEBYTECODE {python} -m pytest -q -p no:cacheprovider test_calc.py; ls __pycache__"
+    workspace, recorder = one_task(repo, tmp_path, xml_call("Bash", command=command))
+    workspace.close()
+    made = sorted(p.name for p in (repo / "__pycache__").iterdir())
+    assert any("-pytest-" in name for name in made) and any(name.startswith("calc.") for name in made), made
+    assert "__pycache__" not in " ".join(notices(recorder)), notices(recorder)
