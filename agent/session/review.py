@@ -180,6 +180,8 @@ class ReviewSession:
                 "added" if old is None else "deleted" if new is None else "modified"
             )
             if (new is not None and new[1] == "120000") or (old is not None and old[1] == "120000"):
+                if new is None and any(p.startswith(rel + "/") for p in paths):
+                    continue  # a link the agent made a folder: the link stays, and what is under it is refused
                 # A link is reviewed as one whole item, its target shown (it may lead out of the checkout).
                 files.append(ReviewFile(
                     path=rel, status=status, binary=False, hunks=[],
