@@ -323,7 +323,14 @@ class WorkTreeIndex:
 
     def _check_untracked_folders(self, top_fd: int, *, first_scan: bool) -> None:
         env = {"GIT_LITERAL_PATHSPECS": "1", **self._index_env()}
-        out = self.git.out("ls-files", "-z", "--others", "--exclude-standard", "--directory", "--full-name", "--", self.scope, env=env)
+        try:
+            # Bounded like the nested walks: --directory matches the .gitignore patterns of every untracked
+            # folder (a nested repository's too), and hostile ones make that slow.
+            out = self.git.out("ls-files", "-z", "--others", "--exclude-standard", "--directory", "--full-name", "--",
+                               self.scope, env=env, timeout=IGNORE_WALK_SECONDS)
+        except GitError as exc:
+            self._notices.append(f"journal: the modes of empty folders were not checked ({exc})")
+            return
         pending = [p.rstrip("/") for p in os.fsdecode(out).split("\0") if p.endswith("/")]
         seen = 0
         while pending and seen < UNTRACKED_FOLDER_LIMIT:
