@@ -26,10 +26,12 @@ def doctor_main(argv: Sequence[str]) -> int:
         print(exc, file=sys.stderr)
         return 2
     from agent.session import agent_checks
-    from models.diagnostics import NEEDED, model_checks
+    from models.diagnostics import NEEDED, model_checks, planned_memory_bytes
+    from models.spec import resolve_spec
 
     root = Path(args.repo).expanduser()
-    checks = [*model_checks(args.model), *agent_checks(root.resolve() if root.exists() else root.absolute())]
+    folder = root.resolve() if root.exists() else root.absolute()
+    checks = [*model_checks(args.model), *agent_checks(folder, model_bytes=planned_memory_bytes(resolve_spec(args.model)))]
     width = max(len(c.name) for c in checks)
     for check in checks:
         mark = "ok " if check.ok else "!! "

@@ -13,6 +13,12 @@ from app.app import make_app
 
 
 def tui_main(args: argparse.Namespace) -> int:
+    # A script, a cron job or an editor's task runner would get escape codes in its file and a screen
+    # that waits for keys forever: refuse at once.
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        print("ribbit: error: the TUI needs a terminal for its input and output; "
+              "for scripts use `ribbit run \"TASK\"` (see `ribbit run --help`)", file=sys.stderr)
+        return 2
     try:
         root = check_repo(args.repo)
         if getattr(args, "cont", False) and getattr(args, "resume", None) is not None:

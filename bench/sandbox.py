@@ -1,8 +1,9 @@
 """What the Bash sandbox costs: per-command latency, the per-command layout work, memory under a flood.
 
-1. `true` through each runner (unsandboxed, bubblewrap with the repository writable, read-only),
-   and through a baseline runner loaded from another checkout's agent/checkout/sandbox.py (--baseline),
-   alternated A/B/... per round so machine noise hits them alike; medians and ratios.
+1. `true` through each runner (unsandboxed, bubblewrap with the repository writable, read-only, and
+   writable without the memory and process caps: memory_mb = 0, max_processes = 0), and through a
+   baseline runner loaded from another checkout's agent/checkout/sandbox.py (--baseline), alternated
+   A/B/... per round so machine noise hits them alike; medians and ratios.
 2. The per-command layout work alone (hidden paths, the host socket table, the env allow-list, git's
    config files with credentials to mask).
 3. Peak RSS of a `ribbit run` process whose command prints 2 GB, against one that prints one line.
@@ -28,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent.checkout.sandbox import BwrapRunner, LocalRunner
+from agent.checkout.sandbox_config import SandboxSettings
 
 
 def load_baseline(path: Path):  # type: ignore[no-untyped-def]
@@ -42,10 +44,13 @@ def load_baseline(path: Path):  # type: ignore[no-untyped-def]
 def per_command(root: Path, rounds: int, baseline: Path | None) -> None:
     cancel = threading.Event()
     local, bwrap = LocalRunner(root), BwrapRunner(root)
+    uncapped = BwrapRunner(root, SandboxSettings(memory_mb=0, max_processes=0))
+    print(f"caps: {bwrap.caps.describe()}")
     cases: dict[str, Callable[[], object]] = {
         "unsandboxed": lambda: local.run("true", root, 30, cancel),
         "bubblewrap, repo writable": lambda: bwrap.run("true", root, 30, cancel, access="read-write"),
         "bubblewrap, repo read-only": lambda: bwrap.run("true", root, 30, cancel, access="read-only"),
+        "bubblewrap writable, no caps": lambda: uncapped.run("true", root, 30, cancel, access="read-write"),
     }
     if baseline is not None:
         old = load_baseline(baseline).BwrapRunner(root)
@@ -77,6 +82,8 @@ def per_command(root: Path, rounds: int, baseline: Path | None) -> None:
         f"({len(view.hidden)} hidden paths, {len(view.sockets)} host sockets masked, {len(bwrap.environment())} variables), "
         f"of which finding git's config files to mask {masking * 1000:.2f} ms ({len(view.masked)} masked copies mounted)"
     )
+    for runner in (local, bwrap, uncapped):
+        runner.close()
 
 
 def flood_memory(root: Path) -> None:

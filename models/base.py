@@ -70,6 +70,9 @@ class ModelInfo(BaseModel):
     threads: str | None = None
     threads_reason: str | None = None
     drafting: str | None = None
+    # What the model keeps resident in this process (in-process backends: the memory plan's total); the
+    # sandbox's default memory cap for commands leaves it its room.
+    memory_bytes: int = 0
     # Prompt tokens/s this backend measured on this machine (None until a long enough prompt was read).
     prompt_tokens_per_s: float | None = None
     # None: the model has no reasoning switch (it reasons, or not, as its template says).

@@ -198,32 +198,49 @@ def drafting_check(spec: str) -> ModelCheck:
 
 def memory_check(spec: str) -> ModelCheck:
     """The memory planner's choice for the configured GGUF (context, KV type, batch, threads), or why it won't fit."""
-    from pathlib import Path
-
     from models.base import ModelError
-    from models.embedded import embedded_model_path
-    from models.memory import plan_memory
-    from models.spec import DEFAULT_SPECS
 
     if spec.startswith(("openai:", "replay:")):
         return ModelCheck(name="memory plan", ok=True, detail=f"not needed for {spec.split(':', 1)[0]}: models")
     try:
-        path = embedded_model_path() if spec in DEFAULT_SPECS else Path(spec).expanduser()
-        if not path.is_file():
-            return ModelCheck(name="memory plan", ok=False, detail=f"{path} does not exist")
-        from models.spec import engine_options
-        from models.threads import ThreadPolicy
-
-        from models.drafting import MAX_DRAFT
-        from models.gguf_meta import read_metadata
-        from models.memory import model_shape
-
-        options = engine_options()
-        threads = ThreadPolicy(flag=options.threads).choice
-        meta = read_metadata(path)
-        # As the backend loads it: drafting on a recurrent model keeps rollback snapshots (models.llama_backend).
-        rollback = MAX_DRAFT if options.draft != "none" and model_shape(meta).recurrent_layers else 0
-        plan = plan_memory(path, 131_072, threads=threads, rollback_tokens=rollback, meta=meta)
+        plan = _plan(spec)
+        if isinstance(plan, str):
+            return ModelCheck(name="memory plan", ok=False, detail=plan)
         return ModelCheck(name="memory plan", ok=True, detail=plan.describe())
     except ModelError as exc:
         return ModelCheck(name="memory plan", ok=False, detail=str(exc))
+
+
+def planned_memory_bytes(spec: str) -> int:
+    """What the model of a SPEC would keep resident in ribbit (0: none in-process, or unknown)."""
+    from models.base import ModelError
+
+    if spec.startswith(("openai:", "replay:")):
+        return 0
+    try:
+        plan = _plan(spec)
+    except ModelError:
+        return 0
+    return 0 if isinstance(plan, str) else plan.total_bytes
+
+
+def _plan(spec: str):  # type: ignore[no-untyped-def]
+    """The memory plan for a GGUF SPEC at the largest context, or why there is none (a line)."""
+    from pathlib import Path
+
+    from models.drafting import MAX_DRAFT
+    from models.embedded import embedded_model_path
+    from models.gguf_meta import read_metadata
+    from models.memory import model_shape, plan_memory
+    from models.spec import DEFAULT_SPECS, engine_options
+    from models.threads import ThreadPolicy
+
+    path = embedded_model_path() if spec in DEFAULT_SPECS else Path(spec).expanduser()
+    if not path.is_file():
+        return f"{path} does not exist"
+    options = engine_options()
+    threads = ThreadPolicy(flag=options.threads).choice
+    meta = read_metadata(path)
+    # As the backend loads it: drafting on a recurrent model keeps rollback snapshots (models.llama_backend).
+    rollback = MAX_DRAFT if options.draft != "none" and model_shape(meta).recurrent_layers else 0
+    return plan_memory(path, 131_072, threads=threads, rollback_tokens=rollback, meta=meta)

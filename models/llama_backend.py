@@ -258,6 +258,7 @@ class LlamaCppModel:
             threads_reason=self.plan.threads.reason() if self.plan.threads else "",
             drafting=self.drafting.describe(),
             reasoning=template_reasoning_switch(self.template),
+            memory_bytes=self.plan.total_bytes,
         )
         self.stop_ids = {self.llm.token_eos(), *self._tokenize(self.template.turn_close)}
         self._eog: dict[int, bool] = {}

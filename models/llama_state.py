@@ -18,9 +18,11 @@ models.saved_points (a conversation's saved point), models.llama_runtime (a cont
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import mmap
 import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -111,10 +113,32 @@ def write_meta(path: Path, meta: BaseModel) -> None:
     os.replace(temp, target)
 
 
+META_LIMIT = 64 << 20  # a description holds a fingerprint per message: far below this
+
+
+def read_saved_file(path: Path, limit: int) -> bytes:
+    """A file ribbit saved itself, read only as the plain file it wrote: a link (to /dev/zero: memory
+    filled), a FIFO (an open that never returns) or a file past `limit` is an OSError. (models cannot
+    use agent/fs.py, the home of these opens for the agent's own files.)"""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a plain file")
+        if info.st_size > limit:
+            raise OSError(errno.EFBIG, "larger than ribbit writes")
+        data = os.read(fd, limit + 1)
+        if len(data) > limit:
+            raise OSError(errno.EFBIG, "larger than ribbit writes")
+        return data
+    finally:
+        os.close(fd)
+
+
 def read_meta(path: Path, model: type[Meta]) -> Meta | str:
     """The description beside the state file at `path`, or why it cannot be used (one line)."""
     try:
-        raw = meta_path(path).read_bytes()
+        raw = read_saved_file(meta_path(path), META_LIMIT)
     except FileNotFoundError:
         return "its saved state is gone (evicted to keep the state folder within its budget)"
     except OSError as exc:
@@ -159,8 +183,8 @@ def load_file(llm: Any, path: Path, n_tokens: int, expected: list[int] | None = 
     it or it holds other tokens. A load counts as a use for `prune`."""
     import llama_cpp
 
-    try:
-        if not path.is_file():
+    try:  # llama.cpp opens it by name: a link or a FIFO put there is not handed over
+        if not stat.S_ISREG(os.lstat(path).st_mode):
             return None
     except OSError:
         return None

@@ -8,6 +8,7 @@ evaluated, but the usage events keep the shape of a real append-only session.
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from pathlib import Path
 from models.base import Chunk, GenerationRequest, ModelError, ModelInfo, TextChunk, TurnEnd, Usage
 from models.chat import ChatMessage, ToolSpec
 from models.dialects import detect_dialect
-from models.saved_points import PointMeta, read_meta, write_meta
+from models.saved_points import META_LIMIT, PointMeta, read_meta, read_saved_file, write_meta
 
 _PIECES = re.compile(r"\s*\S+|\s+")
 
@@ -103,7 +104,9 @@ class ReplayModel:
     def save_point(self, path: Path) -> bool:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({"position": self.position}))
+            temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            temp.write_text(json.dumps({"position": self.position}))
+            os.replace(temp, path)  # never written through whatever is at `path` (a link, a FIFO)
             write_meta(path, PointMeta(identity=self.state_identity(), n_tokens=self._context, consumed=["replay"]))
         except OSError:
             return False
@@ -116,7 +119,7 @@ class ReplayModel:
         if meta.identity != self.state_identity():
             return "it was saved with another model"
         try:
-            position = json.loads(path.read_text())["position"]
+            position = json.loads(read_saved_file(path, META_LIMIT))["position"]
         except (OSError, ValueError, KeyError, TypeError):
             return "its saved state is corrupt"
         if not isinstance(position, int) or position < 0:

@@ -23,10 +23,10 @@ from pydantic import BaseModel
 
 from models import llama_state
 from models.chat import ChatMessage
-from models.llama_state import META_SUFFIX, STATE_SUFFIX, meta_path, write_meta
+from models.llama_state import META_LIMIT, META_SUFFIX, STATE_SUFFIX, meta_path, read_saved_file, write_meta
 
-__all__ = ["GENERATED", "META_SUFFIX", "POINT_SUFFIX", "PointMeta", "SavesPoints", "consumed_matches", "message_hash",
-           "meta_path", "prune_points", "read_meta", "write_meta"]
+__all__ = ["GENERATED", "META_LIMIT", "META_SUFFIX", "POINT_SUFFIX", "PointMeta", "SavesPoints", "consumed_matches", "message_hash",
+           "meta_path", "prune_points", "read_meta", "read_saved_file", "write_meta"]
 
 POINT_SUFFIX = STATE_SUFFIX
 # A consumed entry that stands for an assistant turn the backend generated itself (its tokens are the

@@ -13,7 +13,8 @@ class Check(BaseModel):
     detail: str
 
 
-def agent_checks(root: Path) -> list[Check]:
+def agent_checks(root: Path, model_bytes: int = 0) -> list[Check]:
+    """`model_bytes`: what the configured model would keep resident (the default memory cap leaves it room)."""
     from agent.checkout.journal import journal_kind
     from agent.checkout.sandbox import sandbox_available
     from agent.checkout.watcher import count_dirs, inotify_watch_limit
@@ -28,6 +29,7 @@ def agent_checks(root: Path) -> list[Check]:
         else f"NO SANDBOX: {why}; every Bash call will ask for approval, and full-auto needs --no-sandbox",
     ))
     checks += sandbox_checks(root, ok)
+    checks.append(caps_check(model_bytes))
     # Says which journal is in use without creating a private one.
     from agent.checkout.ignored import IGNORED_BYTES_BUDGET, IGNORED_FILES_BUDGET
 
@@ -133,6 +135,34 @@ def sandbox_checks(root: Path, sandbox_ok: bool) -> list[Check]:
             detail=WriteQuota(root, settings.write_quota_mb).describe() + " (sandbox.toml: write_quota_mb; 0 = none)",
         ))
     return checks
+
+
+def caps_check(model_bytes: int) -> Check:
+    """The memory and process caps every command runs under, and how this machine holds them (a cgroup
+    is made and removed to find out)."""
+    from agent.checkout.caps import DESKTOP_AT_LEAST, DESKTOP_SHARE, CapLimits, CommandCaps, cgroups_wanted, memory_text, memory_total
+    from agent.checkout.sandbox_config import SandboxConfigError, load_settings
+
+    try:
+        settings = load_settings()
+    except SandboxConfigError:
+        return Check(name="command caps", ok=False, detail="the sandbox config cannot be read (above)")
+    caps = CommandCaps.create(
+        CapLimits.from_settings(settings.memory_mb, settings.max_processes, model_bytes), cgroups=cgroups_wanted(),
+    )
+    try:
+        detail = caps.describe()
+    finally:
+        caps.close()
+    total = memory_total()
+    if settings.memory_mb is None and total is not None:
+        desktop = max(DESKTOP_AT_LEAST, total // DESKTOP_SHARE)
+        detail += (f"; memory default: {memory_text(total)} of RAM less the model's {memory_text(model_bytes)} "
+                   f"and {memory_text(desktop)} for the desktop")
+    return Check(
+        name="command caps", ok=caps.memory != "none" or caps.limits.memory_bytes is None,
+        detail=detail + " (sandbox.toml: memory_mb, max_processes; 0 = no cap)",
+    )
 
 
 def _probe(runner: object, root: Path) -> str:

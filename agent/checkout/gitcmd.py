@@ -317,12 +317,12 @@ class GitRepo:
 
     def run(
         self, *args: str, input: bytes | None = None, env: Mapping[str, str] | None = None,
-        cwd: Path | None = None, check: bool = True, pass_fds: Sequence[int] = (),
+        cwd: Path | None = None, check: bool = True, pass_fds: Sequence[int] = (), timeout: float = GIT_TIMEOUT_S,
     ) -> subprocess.CompletedProcess[bytes]:
         extra = {"GIT_DIR": str(self.git_dir), "GIT_WORK_TREE": str(self.work_tree), **(env or {})}
         return run_git(
             list(args), cwd=cwd or self.work_tree, env=extra, input=input, overrides=self.overrides(),
-            work_tree=self.work_tree, check=check, pass_fds=pass_fds, fifos=self.fifos,
+            work_tree=self.work_tree, check=check, pass_fds=pass_fds, fifos=self.fifos, timeout=timeout,
         )
 
     def objects_only(self, empty_folder: Path) -> GitRepo:

@@ -352,6 +352,16 @@ class Journal:
         relative to the root."""
         return {self._worktree._display(rel) for rel in self._worktree.nested if self._worktree._in_scope(rel)}
 
+    def check_untracked_folders(self) -> list[str]:
+        """Take unsafe bits off the folders no snapshot goes through (empty ones); the folders changed."""
+        with self._lock:
+            try:
+                stripped = self._worktree.check_untracked_folders()
+            except GIT_ERRORS:
+                return []
+            self._note_stripped(stripped)
+            return [self._display(p) + "/" for p, _old, _new in stripped]
+
     def take_notices(self) -> list[str]:
         """One-line notices for the user since the last call (paths left out, steps not recorded)."""
         notices, self._notices = self._worktree.take_notices() + self._notices, []
@@ -626,6 +636,16 @@ class Journal:
         unrecorded, lost, not_restored = self._too_large(target, self._unrecorded(latest), before, foreign)
         paths = [p for p in paths if p not in lost]
         candidates = sorted(set(paths) | set(unrecorded))
+        environments = _new_environments(before, after)
+        if environments:
+            # `mv .venv venv2`: the environment's old name was never journaled (environments are left
+            # outside), so undo cannot bring it back; removing venv2 would leave the user with none.
+            inside = {p for p in candidates if p not in before and any(p.startswith(e + "/") for e in environments)}
+            candidates = [p for p in candidates if p not in inside]
+            for p in inside:
+                unrecorded.pop(p, None)
+            not_restored += [(self._display(e) + "/", "a Python environment this step made (perhaps moved from a name "
+                              "undo does not hold): left in place, remove it yourself if unwanted") for e in environments]
         plan = _UndoPlan(self, before, after, [p for p in candidates if p not in foreign], observer, expected=unrecorded)
         problem = plan.check(mixed)
         if problem:
@@ -891,6 +911,15 @@ def open_journals(root: Path) -> list[Journal]:
     if not first.private and (private_git_dir(root) / "HEAD").exists():
         journals.append(Journal(root, private=True))
     return journals
+
+
+def _new_environments(before: dict[str, TreeEntry], after: dict[str, TreeEntry]) -> list[str]:
+    """Folders that appeared whole between two snapshots as a Python virtualenv (pyvenv.cfg and an
+    activate script). A folder that held anything before is not one: planting a pyvenv.cfg in the
+    user's folder must not keep undo from putting it back."""
+    found = [p.rpartition("/")[0] for p in after if p.endswith("/pyvenv.cfg") and p not in before]
+    found = [e for e in found if f"{e}/bin/activate" in after or f"{e}/Scripts/activate" in after]
+    return sorted(e for e in found if not any(p.startswith(e + "/") for p in before))
 
 
 class _UndoPlan:

@@ -27,13 +27,15 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from agent.checkout.caps import CapLimits, CommandCaps, cgroups_wanted
 from agent.checkout.git_credentials import CredentialMasks, Masked
+from agent.checkout.seccomp import filter_fd
 from agent.checkout.sandbox_config import SandboxSettings, hidden_paths, exposed_inside, expand, host_socket_paths, sandbox_env
 from agent.fs import CREATE_FLAGS, READ_FLAGS
 from agent.paths import home_dir
@@ -69,6 +71,7 @@ class CommandResult:
     dropped_lines: int = 0  # lines dropped from the middle while capturing very long output
     access: Access = "read-write"
     stopped: str | None = None  # why ribbit killed the command (a cap it reached), one line
+    capped: str | None = None  # a memory or process cap the command ran into (the kernel held it), one line
 
 
 def tried_to_write(result: CommandResult) -> bool:
@@ -131,7 +134,7 @@ class _Capture:
 # A session may take this share of the free space on the repository's file system (sandbox.toml:
 # write_quota_mb): a command that writes past it is killed, before the user's disk is full.
 QUOTA_SHARE_OF_FREE = 0.5
-QUOTA_CHECK_S = 0.2  # how often a running command's disk use is looked at
+QUOTA_CHECK_S = 0.05  # how often a running command's disk use is looked at (a statvfs call)
 
 
 class WriteQuota:
@@ -199,26 +202,33 @@ class LocalRunner:
     name = "none"
     sandboxed = False
 
-    def __init__(self, root: Path, settings: SandboxSettings | None = None) -> None:
+    def __init__(self, root: Path, settings: SandboxSettings | None = None, *, model_bytes: int = 0) -> None:
+        """`model_bytes`: what the loaded model keeps resident (the default memory cap leaves it its room)."""
         self.root = root.resolve()
         self.settings = settings or SandboxSettings()
         self.writable_runs = 0  # commands that could change the repository (the journal snapshots after them)
         self.quota = WriteQuota(self.root, self.settings.write_quota_mb)
         # A submodule's `.git` is a work-tree path: guarded as its state was when the session started.
         self.submodules = read_submodules(self.root)
+        self.caps = CommandCaps.create(
+            CapLimits.from_settings(self.settings.memory_mb, self.settings.max_processes, model_bytes),
+            cgroups=cgroups_wanted(),
+        )
 
     def close(self) -> None:
-        """Nothing to clean up: no scratch folder (kept for callers that close every runner)."""
+        """Remove the session's cgroup (killing what is left in it); safe to call more than once."""
+        self.caps.close()
 
     def environment(self) -> dict[str, str]:
         return sandbox_env(os.environ, self.settings, tmpdir=None)
 
     @contextmanager
-    def prepared(self, access: Access) -> Iterator[None]:
-        """Per-command setup and teardown around the process (the sandbox's `.git` mount point)."""
-        yield
+    def prepared(self, access: Access) -> Iterator[list[int]]:
+        """Per-command setup and teardown around the process (the sandbox's `.git` mount point); yields
+        descriptors the process inherits (closed here afterwards)."""
+        yield []
 
-    def wrap(self, argv: list[str], cwd: Path, access: Access) -> list[str]:
+    def wrap(self, argv: list[str], cwd: Path, access: Access, fds: list[int] | None = None) -> list[str]:
         return argv
 
     def launch_dir(self, cwd: Path) -> Path:
@@ -230,32 +240,52 @@ class LocalRunner:
     ) -> CommandResult:
         if access == "read-only" and not self.sandboxed:
             raise SandboxError("cannot run a command read-only without a sandbox")
-        if access == "read-write":
-            self.writable_runs += 1
         left = self.quota.left()
         if left is not None and left <= 0 and access == "read-write":
             return CommandResult(
                 output="", exit_code=None, timed_out=False, cancelled=False, cwd=None, access=access,
                 stopped=self.quota.reached(),
             )
+        if access == "read-write":
+            self.writable_runs += 1
+        result = self._run_once(command, cwd, timeout, cancel, access, spool, left)
+        if result is None:  # the shell could not join its cgroup, before anything of the command ran
+            self.caps.fall_back()
+            result = self._run_once(command, cwd, timeout, cancel, access, spool, left)
+            assert result is not None
+        return result
+
+    def _run_once(
+        self, command: str, cwd: Path, timeout: float, cancel: threading.Event, access: Access,
+        spool: Spool | None, left: int | None,
+    ) -> CommandResult | None:
         # The largest file a command may write: what is left of the quota (in ulimit's 1 KiB blocks).
         fsize = f"ulimit -f {max(left // 1024, 1)} 2>/dev/null\n" if left is not None else ""
         cwd_read, cwd_write = os.pipe()
+        joining = self.caps.join()
         try:
             script = (
+                # Into the session's cgroup first (agent.checkout.caps): nothing runs before it is capped.
+                joining.lines +
                 # The OOM killer takes a runaway command before ribbit and its model.
                 "{ echo 1000 > /proc/self/oom_score_adj; } 2>/dev/null\n" + fsize +
                 f"cd -- {shlex.quote(str(cwd))} 2>/dev/null || cd -- {shlex.quote(str(self.root))}\n"
                 f"trap 'printf \"%s\\0\" \"$PWD\" >&{cwd_write}' EXIT\n"
                 f"{command}\n"
             )
-            with self.prepared(access):
-                argv = self.wrap(["bash", "-c", script], cwd, access)
+            with self.prepared(access) as fds:
+                argv = self.wrap(["bash", "-c", script], cwd, access, fds)
                 self.quota.command_started()
                 try:
-                    capture, exit_code, timed_out, cancelled, stopped = self._execute(argv, cwd, timeout, cancel, cwd_write, spool)
+                    capture, exit_code, timed_out, cancelled, stopped = self._execute(
+                        argv, cwd, timeout, cancel, (cwd_write, *joining.fds, *fds), spool, joining.started,
+                    )
                 finally:
                     self.quota.command_ended()
+            if joining.failed():
+                if spool is not None:
+                    spool.discard()
+                return None
             if access == "read-write":
                 for line in put_back_submodule_gits(self.submodules, self.root):
                     capture.feed(("\n" + line).encode())
@@ -263,22 +293,29 @@ class LocalRunner:
             cwd_write = -1
             final_cwd = _read_cwd(cwd_read)
         finally:
+            joining.close()
             for fd in (cwd_read, cwd_write):
                 if fd >= 0:
                     os.close(fd)
+        output = capture.text()
         return CommandResult(
-            output=capture.text(), exit_code=exit_code, timed_out=timed_out, cancelled=cancelled,
+            output=output, exit_code=exit_code, timed_out=timed_out, cancelled=cancelled,
             cwd=final_cwd, dropped_lines=capture.dropped_lines, access=access, stopped=stopped,
+            capped=None if (timed_out or cancelled) else self.caps.verdict(output, exit_code),
         )
 
     def _execute(
-        self, argv: list[str], cwd: Path, timeout: float, cancel: threading.Event, cwd_write: int,
-        spool: Spool | None = None,
+        self, argv: list[str], cwd: Path, timeout: float, cancel: threading.Event, pass_fds: tuple[int, ...],
+        spool: Spool | None = None, started: Callable[[], None] | None = None,
     ) -> tuple[_Capture, int | None, bool, bool, str | None]:
-        proc = subprocess.Popen(
-            argv, cwd=str(self.launch_dir(cwd)), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, start_new_session=True, env=self.environment(), pass_fds=(cwd_write,),
-        )
+        try:
+            proc = subprocess.Popen(
+                argv, cwd=str(self.launch_dir(cwd)), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, start_new_session=True, env=self.environment(), pass_fds=pass_fds,
+            )
+        finally:
+            if started is not None:
+                started()  # the process holds its own copies of the descriptors it needs
         _RUNNING.add(proc)
         capture = _Capture(spool)
         assert proc.stdout is not None
@@ -295,7 +332,7 @@ class LocalRunner:
                 timed_out = True
             elif time.monotonic() >= next_check:
                 next_check = time.monotonic() + QUOTA_CHECK_S
-                stopped = self.quota.reached()
+                stopped = self.quota.reached() or self.caps.too_many(proc.pid)
             if timed_out or cancelled or stopped:
                 _kill_group(proc)
                 break
@@ -377,8 +414,8 @@ class BwrapRunner(LocalRunner):
     name = "bubblewrap"
     sandboxed = True
 
-    def __init__(self, root: Path, settings: SandboxSettings | None = None) -> None:
-        super().__init__(root, settings)
+    def __init__(self, root: Path, settings: SandboxSettings | None = None, *, model_bytes: int = 0) -> None:
+        super().__init__(root, settings, model_bytes=model_bytes)
         _remove_git_mount_point(self.root / ".git")  # left by a ribbit killed while a command ran
         # Without --size a tmpfs could take half the RAM: /tmp and /dev/shm are then a folder on disk
         # (emptied after every command; ribbit never reads from it).
@@ -386,6 +423,7 @@ class BwrapRunner(LocalRunner):
         self.git_masks = CredentialMasks(self.root)
 
     def close(self) -> None:
+        super().close()
         if self._disk_tmp is not None:
             shutil.rmtree(self._disk_tmp, ignore_errors=True)
         self.git_masks.close()
@@ -397,11 +435,11 @@ class BwrapRunner(LocalRunner):
         return Path("/")  # bwrap's --chdir places the command; the host process never enters the repo
 
     @contextmanager
-    def prepared(self, access: Access) -> Iterator[None]:
+    def prepared(self, access: Access) -> Iterator[list[int]]:
         """In a writable repository with no `.git`, an empty read-only `.git` is mounted while the command
         runs, so it cannot create a repository that ribbit or the user's next `git` would trust; the same
         for a submodule folder with no `.git` (not initialised). bwrap needs a mount point: ribbit makes
-        an empty folder and removes it right after."""
+        an empty folder and removes it right after. Yields the seccomp filter's descriptor (see wrap)."""
         made: list[tuple[Path, os.stat_result]] = []
         if access == "read-write":
             folders = [self.root, *(s.folder for s in self.submodules if _real_folder(s.folder, self.root))]
@@ -417,9 +455,11 @@ class BwrapRunner(LocalRunner):
         if self._disk_tmp is not None:
             for sub in ("tmp", "shm"):
                 (self._disk_tmp / sub).mkdir(mode=0o700, exist_ok=True)
+        seccomp = filter_fd()
         try:
-            yield
+            yield [seccomp]
         finally:
+            os.close(seccomp)
             for dot_git, info in made:
                 _remove_git_mount_point(dot_git, info)
             if self._disk_tmp is not None:
@@ -460,7 +500,8 @@ class BwrapRunner(LocalRunner):
             shm_bytes=None if self._disk_tmp else self.settings.shm_bytes, masked=masked,
         )
 
-    def wrap(self, argv: list[str], cwd: Path, access: Access) -> list[str]:
+    def wrap(self, argv: list[str], cwd: Path, access: Access, fds: list[int] | None = None) -> list[str]:
+        """bwrap's command line; `fds`: what `prepared` yielded (the seccomp filter, agent.checkout.seccomp)."""
         view = self.view(access)
         args = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev"]
         args += self._scratch("/dev/shm", view.shm_bytes, "shm")
@@ -508,6 +549,8 @@ class BwrapRunner(LocalRunner):
         ]
         if os.geteuid() == 0:
             args += ["--cap-drop", "ALL"]  # as root bwrap would keep capabilities (and ignore file modes)
+        if fds:
+            args += ["--seccomp", str(fds[0])]
         args.append("--")
         return args + argv
 
@@ -790,11 +833,12 @@ class SandboxExecRunner(LocalRunner):
     name = "sandbox-exec"
     sandboxed = True
 
-    def __init__(self, root: Path, settings: SandboxSettings | None = None) -> None:
-        super().__init__(root, settings)
+    def __init__(self, root: Path, settings: SandboxSettings | None = None, *, model_bytes: int = 0) -> None:
+        super().__init__(root, settings, model_bytes=model_bytes)
         self._tmp = Path(tempfile.mkdtemp(prefix="ribbit-tmp-"))  # the private TMPDIR
 
     def close(self) -> None:
+        super().close()
         shutil.rmtree(self._tmp, ignore_errors=True)
 
     def environment(self) -> dict[str, str]:
@@ -817,7 +861,7 @@ class SandboxExecRunner(LocalRunner):
             rules.append(f"(deny file-write* (subpath {git_path}) (literal {git_path}))\n")
         return "".join(rules)
 
-    def wrap(self, argv: list[str], cwd: Path, access: Access) -> list[str]:
+    def wrap(self, argv: list[str], cwd: Path, access: Access, fds: list[int] | None = None) -> list[str]:
         real = lambda p: str(Path(p).resolve())  # noqa: E731 (Seatbelt matches resolved paths: /private/var/...)
         return [
             "sandbox-exec", "-p", self.profile(access),
@@ -867,10 +911,14 @@ def bwrap_works() -> tuple[bool, str]:
     return True, "bubblewrap"
 
 
-def make_runner(root: Path, want_sandbox: bool = True, settings: SandboxSettings | None = None) -> CommandRunner:
+def make_runner(
+    root: Path, want_sandbox: bool = True, settings: SandboxSettings | None = None, *, model_bytes: int = 0,
+) -> CommandRunner:
+    """`model_bytes`: what the loaded model keeps resident (agent.checkout.caps leaves it its room)."""
     if want_sandbox and sandbox_available()[0]:
-        return SandboxExecRunner(root, settings) if sys.platform == "darwin" else BwrapRunner(root, settings)
-    return LocalRunner(root, settings)
+        kind = SandboxExecRunner if sys.platform == "darwin" else BwrapRunner
+        return kind(root, settings, model_bytes=model_bytes)
+    return LocalRunner(root, settings, model_bytes=model_bytes)
 
 
 # Commands still running when ribbit exits are killed with their process group (a sandboxed one

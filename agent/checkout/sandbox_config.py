@@ -12,6 +12,8 @@ the `RIBBIT_SANDBOX_HIDE`, `RIBBIT_SANDBOX_EXPOSE`, `RIBBIT_SANDBOX_ENV` variabl
     tmp_size_mb = 1024               # size of the private, RAM-backed /tmp
     shm_size_mb = 256                # size of the private /dev/shm
     write_quota_mb = 4096            # what a session may write to the repository's disk (default: half the free space)
+    memory_mb = 4096                 # memory one command may use (default: RAM less the model and the desktop's room)
+    max_processes = 1024             # processes (threads count) one command may run at once
 """
 
 from __future__ import annotations
@@ -88,6 +90,9 @@ class SandboxSettings(BaseModel):
     shm_size_mb: int = Field(256, ge=1, le=1 << 20)
     # What a session may write to the repository's disk (MiB; 0: no quota); unset: half the free space.
     write_quota_mb: int | None = Field(None, ge=0, le=1 << 30)
+    # Caps for each command (agent.checkout.caps; 0: none); unset memory_mb: RAM less the model and the desktop.
+    memory_mb: int | None = Field(None, ge=0, le=1 << 30)
+    max_processes: int | None = Field(None, ge=0, le=1 << 22)
 
     @property
     def tmp_bytes(self) -> int:

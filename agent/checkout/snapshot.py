@@ -77,6 +77,9 @@ class Blocked:
     kind: str  # "a link" | "a file" | "not a folder" | "unreadable"
 
 
+UNTRACKED_FOLDER_LIMIT = 10_000  # folders the end-of-task check of untracked folders looks at
+
+
 class WorkTreeIndex:
     """The journal's own index of one work tree (the part in `scope`); `tree_now` records it."""
 
@@ -259,6 +262,8 @@ class WorkTreeIndex:
         else:
             state.update(self._ids_in_process(top_fd, to_hash, links))
         self._check_folders(top_fd, folder_stats, first_scan)
+        if first_scan:
+            self._check_untracked_folders(top_fd, first_scan=True)
         self._report(problems)
         if write:
             self.ignored.release(gone)
@@ -303,6 +308,47 @@ class WorkTreeIndex:
         for rel, st in folder_stats.items():
             if self.scope == "." or rel.startswith(self.scope + "/"):
                 self._safe_mode(top_fd, rel or ".", st, first_scan)
+
+    def check_untracked_folders(self) -> list[tuple[str, int, int]]:
+        """The folders no scan goes through (untracked ones holding no file, the folders below them): the
+        same rule as files, once at the end of a task (a step's scan only sees folders above files).
+        Returns the bits taken off, as `stripped`."""
+        top_fd = os.open(self.top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            self.stripped = []
+            self._check_untracked_folders(top_fd, first_scan=False)
+            return self.stripped
+        finally:
+            os.close(top_fd)
+
+    def _check_untracked_folders(self, top_fd: int, *, first_scan: bool) -> None:
+        env = {"GIT_LITERAL_PATHSPECS": "1", **self._index_env()}
+        try:
+            # Bounded like the nested walks: --directory matches the .gitignore patterns of every untracked
+            # folder (a nested repository's too), and hostile ones make that slow.
+            out = self.git.out("ls-files", "-z", "--others", "--exclude-standard", "--directory", "--full-name", "--",
+                               self.scope, env=env, timeout=IGNORE_WALK_SECONDS)
+        except GitError as exc:
+            self._notices.append(f"journal: the modes of empty folders were not checked ({exc})")
+            return
+        pending = [p.rstrip("/") for p in os.fsdecode(out).split("\0") if p.endswith("/")]
+        seen = 0
+        while pending and seen < UNTRACKED_FOLDER_LIMIT:
+            rel = pending.pop()
+            seen += 1
+            try:
+                fd = open_dir_confined(top_fd, rel)
+            except OSError:
+                continue  # gone, or a link: not a folder of the checkout
+            try:
+                st = os.fstat(fd)
+                with os.scandir(fd) as entries:
+                    pending.extend(f"{rel}/{e.name}" for e in entries if e.is_dir(follow_symlinks=False) and e.name != ".git")
+            except OSError:
+                continue
+            finally:
+                os.close(fd)
+            self._safe_mode(top_fd, rel, st, first_scan)
 
     def _list_others(self, *, index: bool) -> tuple[list[str], list[tuple[str, str]]]:
         """Untracked, non-ignored paths (top-relative; `dir/` for a folder holding a `.git`),

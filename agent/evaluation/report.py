@@ -57,6 +57,8 @@ class JobResult(BaseModel):
     patch: str = ""
     # Test files the agent's patch changed, put back to the base commit before grading.
     tests_put_back: list[str] = Field(default_factory=list)
+    # Files the agent changed that run code on the user's machine later (agent.checkout.runs_later).
+    runs_later: list[str] = Field(default_factory=list)
     fail_to_pass: dict[str, str] = Field(default_factory=dict)
     pass_to_pass: dict[str, str] = Field(default_factory=dict)
     commands: list[CommandOutcome] = Field(default_factory=list)
@@ -251,6 +253,9 @@ def markdown_report(results: Sequence[JobResult], models: Sequence[str], task_id
                     lines.append(head + "(not run) | | | | | |")
                     continue
                 note = r.message
+                if r.runs_later:
+                    note = _join(note, "changed files that run code later: " + ", ".join(r.runs_later[:3])
+                                 + (f" and {len(r.runs_later) - 3} more" if len(r.runs_later) > 3 else ""))
                 if r.tests_put_back:
                     note = _join(note, "put back the agent's changes to " + ", ".join(r.tests_put_back[:3]))
                 lines.append(

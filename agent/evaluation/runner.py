@@ -317,7 +317,7 @@ class EvalRun:
         common = dict(
             stop_reason=agent.stop_reason, steps=agent.steps, peak_context=agent.usage.peak_context,
             evaluated_tokens=agent.usage.evaluated, completion_tokens=agent.usage.completion, cost=agent.usage.cost,
-            agent_s=round(agent.seconds, 2), patch=agent.patch,
+            agent_s=round(agent.seconds, 2), patch=agent.patch, runs_later=agent.runs_later,
         )
         limit_hit = agent.timed_out or agent.stop_reason in LIMIT_STOPS
         stop_note = agent.message if agent.stop_reason != "finished" else ""
@@ -406,6 +406,7 @@ class EvalRun:
             summary: SummaryEvent = session.run(task.problem_statement)
             timer.cancel()
             patch = workspace.patch()
+            later = list(workspace.report.runs_later) if workspace.report is not None else []
         except (SetupError, JournalError, ModelError, OSError) as exc:
             return AgentRun(error=str(exc), usage=usage, seconds=time.monotonic() - started)
         finally:
@@ -426,6 +427,7 @@ class EvalRun:
         return AgentRun(
             usage=usage, steps=summary.steps, stop_reason="time" if timed_out.is_set() else summary.stop_reason,
             message=message, patch=patch, timed_out=timed_out.is_set(), seconds=time.monotonic() - started,
+            runs_later=later,
         )
 
     def _run_tests(
@@ -516,6 +518,7 @@ class AgentRun:
     patch: str = ""
     timed_out: bool = False
     seconds: float = 0.0
+    runs_later: list[str] = field(default_factory=list)
 
 
 def _join(*parts: str) -> str:

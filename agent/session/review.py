@@ -42,6 +42,14 @@ class ReviewFile(BaseModel):
     hunks: list[Hunk]
     executable: bool  # the agent's version has the executable bit
     was_executable: bool = False  # the version the review started from had it
+    # Symbolic links (either side): the target, or None where that side is no link. A file that is or
+    # becomes a link is one whole item: approving it makes (or removes) the link, rejecting leaves all.
+    link: str | None = None
+    was_link: str | None = None
+
+    @property
+    def links(self) -> bool:
+        return self.link is not None or self.was_link is not None
 
     @property
     def mode_changes(self) -> bool:
@@ -61,6 +69,14 @@ class ReviewFile(BaseModel):
 
     def mode_lines(self) -> list[str]:
         """git's own header lines for the mode change (none when the mode stays)."""
+        if self.links:
+            old = "120000" if self.was_link is not None else "100755" if self.was_executable else "100644"
+            new = "120000" if self.link is not None else "100755" if self.executable else "100644"
+            if self.status == "added":
+                return [f"new file mode {new}"]
+            if self.status == "deleted":
+                return [f"deleted file mode {old}"]
+            return [f"old mode {old}", f"new mode {new}"] if old != new else []
         if not self.mode_changes:
             return []
         new = "100755" if self.executable else "100644"
@@ -76,6 +92,11 @@ class ReviewFile(BaseModel):
         if index == self.mode_item:
             what = "becomes executable" if self.executable else "stops being executable"
             return "\n".join([*head, f"(file mode only: {self.path} {what})"]) + "\n"
+        if self.links:
+            was = f"a symbolic link to {self.was_link!r}" if self.was_link is not None else "a file"
+            now = f"a symbolic link to {self.link!r}" if self.link is not None else "a file"
+            what = f"becomes {now}" if self.status == "added" else f"was {was}, deleted" if self.status == "deleted" else f"was {was}, becomes {now}"
+            return "\n".join([*head, f"({self.path} {what})"]) + "\n"
         if not self.hunks:
             what = "binary file" if self.binary else "file mode"
             return "\n".join([*head, f"({what} {self.status})"]) + "\n"
@@ -153,13 +174,23 @@ class ReviewSession:
         for rel in paths:
             old = self.live.read_blob(self.base, rel)
             new = journal.read_blob(end, rel)
-            if (new is not None and new[1] == "120000") or (old is not None and old[1] == "120000"):
-                continue  # symlinks are not reviewed hunk by hunk; the agent rarely makes them
             if old is None and new is None:
                 continue
             status: Literal["added", "modified", "deleted"] = (
                 "added" if old is None else "deleted" if new is None else "modified"
             )
+            if (new is not None and new[1] == "120000") or (old is not None and old[1] == "120000"):
+                if new is None and any(p.startswith(rel + "/") for p in paths):
+                    continue  # a link the agent made a folder: the link stays, and what is under it is refused
+                # A link is reviewed as one whole item, its target shown (it may lead out of the checkout).
+                files.append(ReviewFile(
+                    path=rel, status=status, binary=False, hunks=[],
+                    executable=bool(new is not None and new[1] == "100755"),
+                    was_executable=bool(old is not None and old[1] == "100755"),
+                    link=os.fsdecode(new[0]) if new is not None and new[1] == "120000" else None,
+                    was_link=os.fsdecode(old[0]) if old is not None and old[1] == "120000" else None,
+                ))
+                continue
             old_bytes = old[0] if old else b""
             new_bytes = new[0] if new else b""
             binary = is_binary(old_bytes) or is_binary(new_bytes)
@@ -199,6 +230,8 @@ class ReviewSession:
             try:
                 if review_file.status == "deleted" and whole:
                     remove_file(live_path)
+                elif review_file.link is not None:
+                    atomic_symlink(live_path, review_file.link)
                 elif review_file.binary or not review_file.hunks:
                     new = journal.read_blob(end, rel)
                     atomic_write(live_path, new[0] if new else b"", allow_binary=True, executable=review_file.executable)
@@ -223,7 +256,7 @@ class ReviewSession:
             return f"{now.at} is {now.kind} in your checkout"
         if old is None:
             return None if now is None else "created in your checkout since the review started"
-        if not isinstance(now, TreeEntry) or now.mode == "120000" or self.live.blob_id(old[0]) != now.sha:
+        if not isinstance(now, TreeEntry) or (now.mode == "120000") != (old[1] == "120000") or self.live.blob_id(old[0]) != now.sha:
             return "changed in your checkout since the review started"
         return None
 

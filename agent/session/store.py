@@ -306,7 +306,7 @@ class SessionRecorder:
             if self._latest_fresh and name != LATEST and latest.is_file():
                 for suffix_src, suffix_dst in ((latest, target), (meta_path(latest), meta_path(target))):
                     suffix_dst.unlink(missing_ok=True)
-                    os.link(suffix_src, suffix_dst)
+                    os.link(suffix_src, suffix_dst, follow_symlinks=False)
                 return name
         except OSError:
             pass

@@ -19,7 +19,7 @@ from agent.paths import private_git_dir, read_only_checkout, state_problem, unsu
 from agent.core.loop import AgentSession, Limits, Notes
 from agent.checkout.ignored import COMPILED, OutsideChanges, is_cache
 from agent.core.tools.readstate import ReadState
-from agent.checkout.runs_later import runs_later
+from agent.checkout.runs_later import compiled_from_source, runs_later
 from agent.session.resume import SessionResume
 from agent.checkout.sandbox import CommandRunner, LocalRunner, make_runner, sandbox_available
 from agent.checkout.sandbox_config import SandboxConfigError, load_settings
@@ -108,6 +108,7 @@ def locked_sink(sink: EventSink) -> EventSink:
 
 
 MAX_NAMED = 5
+LATER_NAMED = 20  # files that run code later: each one is worth the user's look
 # ctime comes from the kernel's coarse clock, which may lag time.time_ns() by a few milliseconds.
 CTIME_SLACK_NS = 50_000_000
 
@@ -136,6 +137,7 @@ class TaskReport:
     start_index: int = 0
     start_runs: int | None = None
     last: SummaryEvent | None = None  # the last task's summary as the user was told it
+    runs_later: list[str] = field(default_factory=list)  # the last task's changed files that run code later
 
     def task_started(self) -> None:
         self.started_ns = time.time_ns() - CTIME_SLACK_NS
@@ -162,6 +164,9 @@ class TaskReport:
                 f"the agent made a git repository in {named([m + '/' for m in made])}: git run there (a git-aware "
                 "shell prompt does on cd) follows its .git/config, which can run programs; check or remove its .git first"
             )))
+        journal.check_untracked_folders()  # empty folders: no step's scan went through them
+        for text in journal.take_notices():
+            sink(NoticeEvent(level="warning", text=text))
         runs = writable_runs(self.runner)
         report = OutsideChanges()
         if runs is None or runs != self.start_runs:
@@ -187,14 +192,16 @@ class TaskReport:
                 changed = journal.changed_between(journal.snapshots[self.start_index], journal.snapshots[-1])
             except JournalError:
                 changed = []
-        changed = [p for p in changed if not is_cache(p)]
+        # A compiled module in a cache is named unless it is its own source's compilation (a forged one runs).
+        changed = [p for p in changed if not is_cache(p) or (p.endswith(COMPILED) and not compiled_from_source(self.root, p))]
         ignored = sorted(set(changed) & journal.ignored_paths())
         if ignored:
             sink(NoticeEvent(level="info", text=f"git-ignored files changed (undo puts them back; not in the patch): {named(ignored)}"))
         later = [(p, why) for p in sorted(set(changed) | set(outside)) if (why := runs_later(p.rstrip("/"), self.root))]
+        self.runs_later = [p for p, _why in later]
         if later:
-            listed = "; ".join(f"{shown(p)} ({why})" for p, why in later[:MAX_NAMED])
-            more = f"; and {len(later) - MAX_NAMED} more" if len(later) > MAX_NAMED else ""
+            listed = "; ".join(f"{shown(p)} ({why})" for p, why in later[:LATER_NAMED])
+            more = f"; and {len(later) - LATER_NAMED} more" if len(later) > LATER_NAMED else ""
             sink(NoticeEvent(level="warning", text=f"changed files that run code on your machine later: {listed}{more}"))
         files = set(summary.files_changed) | {p for p in journal.agent_changed if not is_cache(p)} | set(outside)
         self.last = summary.model_copy(update={"files_changed": sorted(files)})
@@ -424,7 +431,7 @@ def open_workspace(
     sandbox_ok, why = (False, "disabled by --no-sandbox") if no_sandbox else sandbox_available()
     if mode in ("full-auto", "review") and not sandbox_ok and not no_sandbox:
         raise SetupError(f"{mode} mode needs a sandbox for Bash, and there is none ({why}); pass --no-sandbox to run anyway")
-    base_runner = make_runner(root, want_sandbox=sandbox_ok, settings=settings)
+    base_runner = make_runner(root, want_sandbox=sandbox_ok, settings=settings, model_bytes=model.info.memory_bytes)
     runner: CommandRunner = base_runner
     sandbox_status = (
         f"sandbox: {runner.name}" if runner.sandboxed

@@ -132,6 +132,8 @@ def test_a_conftest_that_forces_passes_is_removed_before_grading(tmp_path: Path,
     (result,) = run(tasks, [model], tmp_path / "out")
     assert result.outcome == "tests_fail"
     assert result.tests_put_back == ["conftest.py"]
+    assert result.runs_later == ["conftest.py"]  # the job's note names it: it runs with every pytest
+    assert "changed files that run code later: conftest.py" in (tmp_path / "out" / "report.md").read_text()
     assert result.fail_to_pass == {"test_hidden_add.py::test_add": "failed"}
     # The check has teeth: with nothing put back, the same patch would "resolve" the task.
     monkeypatch.setattr(runner_module, "files_to_put_back", lambda patch, task: [])

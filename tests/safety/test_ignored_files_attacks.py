@@ -11,6 +11,7 @@ import importlib.util
 import json
 import os
 import resource
+import shlex
 import stat
 import subprocess
 import sys
@@ -179,19 +180,21 @@ def test_undo_never_deletes_a_too_large_file_the_step_moved(repo: Path, tmp_path
     assert "NOT restored: dataset.csv" in undone.summary()
 
 
-@pytest.mark.xfail(strict=True, reason="hole left open: undo removes an environment the agent moved into view")
 def test_undo_after_an_environment_was_moved_into_view_keeps_it(venv: Path, tmp_path: Path) -> None:
     """`mv .venv venv2`: `.venv` is left outside the journal, `venv2` (not ignored) is journaled as new
-    files. Undo removes venv2's files and cannot bring `.venv` back: the user's environment is gone
-    from the disk (its bytes survive only in the journal's undone ref)."""
+    files. Undo removed venv2's files and could not bring `.venv` back: the user's environment was gone
+    from the disk. Now undo leaves a folder that became an environment in place, and says so."""
     repo = venv
+    files_before = sorted(p.relative_to(repo / ".venv") for p in (repo / ".venv").rglob("*"))
     workspace, recorder = one_task(repo, tmp_path, xml_call("Bash", command="mv .venv venv2"))
     try:
-        assert ".venv/" in warned(recorder, "changed outside the undo journal")  # named now (fixed below)
-        workspace.undo_last()
+        assert ".venv/" in warned(recorder, "changed outside the undo journal")
+        undone = workspace.undo_last()
     finally:
         workspace.close()
-    assert (repo / ".venv" / "pyvenv.cfg").exists() or (repo / "venv2" / "pyvenv.cfg").exists()
+    assert sorted(p.relative_to(repo / "venv2") for p in (repo / "venv2").rglob("*")) == files_before
+    assert [p for p, _why in undone.not_restored] == ["venv2/"]
+    assert not undone.deleted
 
 
 # -- what is left outside the journal is named when it changes -------------------------------------
@@ -284,11 +287,11 @@ def test_a_compiled_file_planted_in_the_venv_is_named(venv: Path, tmp_path: Path
     assert cached.name in warned(recorder, "changed files that run code on your machine later")
 
 
-@pytest.mark.xfail(strict=True, reason="hole left open: a forged .pyc in the repository's ignored __pycache__ is never named")
 def test_a_compiled_file_planted_beside_the_users_module_is_named(repo: Path, tmp_path: Path) -> None:
     """The same forged `.pyc`, put in the repository's own git-ignored `__pycache__` (journaled, so
     undoable): `import calc` runs the agent's code while calc.py and the patch show nothing, and no
-    notice names the file (caches are not named: every test run rewrites them)."""
+    notice named the file (caches are not named: every test run rewrites them). Now a compiled file is
+    named unless it is exactly its source's compilation."""
     (repo / ".gitignore").write_text("build/\n*.log\n__pycache__/\n")
     git(repo, "commit", "-qam", "ignore caches")
     source = repo / "calc.py"
@@ -305,7 +308,19 @@ def test_a_compiled_file_planted_beside_the_users_module_is_named(repo: Path, tm
         workspace.close()
     subprocess.run([sys.executable, "-c", "import calc"], cwd=repo, check=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(repo)))
     assert (repo / "PWNED").exists() and not patch.strip()
-    assert cached.name in " ".join(notices(recorder))
+    assert cached.name in warned(recorder, "changed files that run code on your machine later")
+
+
+def test_a_compiled_file_python_wrote_itself_is_not_named(repo: Path, tmp_path: Path) -> None:
+    """The other side: a command compiling calc.py writes its own compilation; nothing to warn about."""
+    (repo / ".gitignore").write_text("build/\n*.log\n__pycache__/\n")
+    git(repo, "commit", "-qam", "ignore caches")
+    cached = Path(importlib.util.cache_from_source(str(repo / "calc.py")))
+    python = Path(sys.executable).resolve()
+    workspace, recorder = one_task(repo, tmp_path, xml_call("Bash", command=f"{python} -m py_compile calc.py"))
+    workspace.close()
+    assert cached.exists(), [e for e in recorder.events if e.type == "tool_result"]
+    assert cached.name not in " ".join(notices(recorder))
 
 
 # -- the patch and files_changed show every change to a file git does not ignore -------------------
@@ -504,11 +519,15 @@ def test_an_ignored_file_of_a_nested_repository_is_undone(repo: Path, tmp_path: 
     assert (nested / ".gitignore").read_text() == ".env\n"
 
 
-@pytest.mark.xfail(strict=True, reason="hole left open: mode bits on a folder holding no file are never checked")
 def test_world_writable_sticky_empty_folders_are_taken_back(repo: Path, tmp_path: Path) -> None:
-    """The scan strips bits on the folders above the files it records: an empty folder is above none."""
-    workspace, _ = one_task(repo, tmp_path, xml_call("Bash", command="mkdir d && chmod 1777 d && mkdir -p e/f && chmod 6777 e/f && touch e/g"))
+    """The scan strips bits on the folders above the files it records: an empty folder is above none.
+    Now the end of the task looks at every untracked folder too; the user's own empty folder keeps its bits."""
+    (repo / "mine").mkdir()
+    (repo / "mine").chmod(0o1777)
+    workspace, recorder = one_task(repo, tmp_path, xml_call("Bash", command="mkdir d && chmod 1777 d && mkdir -p e/f && chmod 6777 e/f && touch e/g"))
     workspace.close()
+    assert stat.S_IMODE((repo / "mine").stat().st_mode) == 0o1777
+    assert "d (1777 -> 775)" in " ".join(notices(recorder))
     assert not stat.S_IMODE((repo / "d").stat().st_mode) & (stat.S_ISVTX | stat.S_IWOTH)
     assert not stat.S_IMODE((repo / "e" / "f").stat().st_mode) & (stat.S_ISUID | stat.S_ISGID | stat.S_IWOTH)
 
@@ -556,18 +575,59 @@ def bytes_written_under_quota(tmp_path: Path, quota_mb: int | None, command: str
     return int(json.loads(proc.stdout.split("RESULT ", 1)[1])["used"])
 
 
-@pytest.mark.xfail(strict=True, reason="hole left open: fallocate takes the quota many times over between two checks")
-def test_fallocate_cannot_take_more_than_the_quota(tmp_path: Path) -> None:
-    """`ulimit -f` bounds each file and the free space is looked at every 0.2 s: seven `fallocate -l 7M`
-    (each under the per-file bound, all in a millisecond) took 49 MiB against an 8 MiB quota. With the
-    default quota (half the free space), two `fallocate -l $(( $(ulimit -f) * 1024 ))` fill the disk;
-    on ext4, `fallocate -n` (keep size) is not bounded by `ulimit -f` at all."""
-    used = bytes_written_under_quota(tmp_path, 8, "for i in 1 2 3 4 5 6 7; do fallocate -l 7M f$i; done")
+@pytest.mark.parametrize("command", [
+    "for i in 1 2 3 4 5 6 7; do fallocate -l 7M f$i; done",
+    "for i in 1 2 3 4 5 6 7; do fallocate -n -l 7M f$i; done",  # keep size: past `ulimit -f` on ext4
+])
+def test_fallocate_cannot_take_more_than_the_quota(tmp_path: Path, command: str) -> None:
+    """`ulimit -f` bounds each file and the free space is looked at between checks: seven `fallocate -l 7M`
+    (each under the per-file bound, all in a millisecond) took 49 MiB against an 8 MiB quota; on ext4,
+    `fallocate -n` (keep size) is not bounded by `ulimit -f` at all. The sandbox's seccomp filter now
+    answers fallocate with EOPNOTSUPP (agent.checkout.seccomp)."""
+    used = bytes_written_under_quota(tmp_path, 8, command)
     assert used <= 12 << 20, used >> 20
 
 
-@pytest.mark.xfail(strict=True, reason="hole left open: parallel writers take the quota many times over between two checks")
+def test_posix_fallocate_still_works_by_writing(repo: Path, tmp_path: Path) -> None:
+    """glibc's posix_fallocate falls back to writing the blocks when fallocate says EOPNOTSUPP: programs
+    that preallocate keep working (bounded by `ulimit -f` like any write), and io_uring, whose requests a
+    filter cannot see, is not there."""
+    script = (
+        "import ctypes, errno, os\n"
+        "fd = os.open('pre.bin', os.O_CREAT | os.O_WRONLY, 0o644)\n"
+        "os.posix_fallocate(fd, 0, 1 << 20)\n"
+        "print('size', os.fstat(fd).st_size)\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "params = ctypes.create_string_buffer(120)\n"
+        "print('io_uring_setup', libc.syscall(425, 4, params), errno.errorcode.get(ctypes.get_errno()))\n"
+    )
+    workspace, recorder = one_task(repo, tmp_path, xml_call("Bash", command=f"python3 -c {shlex.quote(script)}"))
+    workspace.close()
+    output = [e.output for e in recorder.of_type("tool_result")][0]  # type: ignore[attr-defined]
+    assert "size 1048576" in output and "io_uring_setup -1 ENOSYS" in output, output
+    assert (repo / "pre.bin").stat().st_size == 1 << 20
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "cannot be closed by polling: the quota is checked every 50 ms and each file is bounded by `ulimit -f`, "
+    "but many files written at memory speed (parallel or one after another) take more than the quota between "
+    "two checks; only a file system quota would bound bytes as they are written (docs/security.md states the bound)"
+))
 def test_parallel_writers_cannot_take_more_than_the_quota(tmp_path: Path) -> None:
     """Eight background writers of 7 MiB each (each under `ulimit -f`): 56 MiB against 8 MiB."""
     used = bytes_written_under_quota(tmp_path, 8, "for i in $(seq 8); do head -c 7M /dev/zero > p$i & done; wait")
     assert used <= 12 << 20, used >> 20
+
+
+def test_a_test_run_in_a_command_names_no_compiled_file(repo: Path, tmp_path: Path) -> None:
+    """pytest writes its own rewritten compilation of each test module (and the plain one of calc.py):
+    none of them is named, so the warning keeps its meaning after the agent runs the tests."""
+    (repo / ".gitignore").write_text("build/\n*.log\n__pycache__/\n.pytest_cache/\n")
+    git(repo, "commit", "-qam", "ignore caches")
+    python = sys.executable  # this venv's python: the pytest ribbit itself can import
+    command = f"env -u PYTHONDONTWRITEBYTECODE {python} -m pytest -q -p no:cacheprovider test_calc.py; ls __pycache__"
+    workspace, recorder = one_task(repo, tmp_path, xml_call("Bash", command=command))
+    workspace.close()
+    made = sorted(p.name for p in (repo / "__pycache__").iterdir())
+    assert any("-pytest-" in name for name in made) and any(name.startswith("calc.") for name in made), made
+    assert "__pycache__" not in " ".join(notices(recorder)), notices(recorder)

@@ -111,6 +111,32 @@ def test_an_executable_bit_is_its_own_reviewed_item(repo: Path, tmp_path: Path, 
     assert ("new mode 100755" in result.patch) is approve_mode
 
 
+@pytest.mark.parametrize("approve", [False, True])
+def test_symbolic_links_are_reviewed_items_and_a_rejected_one_is_not_made(repo: Path, tmp_path: Path, approve: bool) -> None:
+    """Issue 28, item 4: links were left out of the review without a word (not shown, not applied). A new
+    link out of the checkout and a file turned into a link are now items of their own, targets shown."""
+    original = (repo / "calc.py").read_bytes()
+    turns = [xml_call("Bash", command="ln -s /etc/passwd leak && rm calc.py && ln -s /etc/hostname calc.py"), "done"]
+    review = ReviewSession(HookedReplay(write_replay(tmp_path / "r.jsonl", *turns)), repo, sink=Recorder())
+    try:
+        assert review.run("go").stop_reason == "finished"
+        proposal = review.proposal()
+        approver = Answers(approve, approve)
+        result = review.apply(proposal, review_interactively(proposal, approver))
+    finally:
+        review.close()
+    diffs = {r.path: r.diff for r in approver.requests}  # type: ignore[attr-defined]
+    assert sorted(diffs) == ["calc.py", "leak"]
+    assert "new file mode 120000" in diffs["leak"] and "a symbolic link to '/etc/passwd'" in diffs["leak"]
+    assert "old mode 100644\nnew mode 120000" in diffs["calc.py"] and "'/etc/hostname'" in diffs["calc.py"]
+    if approve:
+        assert os.readlink(repo / "leak") == "/etc/passwd" and os.readlink(repo / "calc.py") == "/etc/hostname"
+        assert "new file mode 120000" in result.patch
+    else:
+        assert not os.path.lexists(repo / "leak") and not result.applied
+        assert not (repo / "calc.py").is_symlink() and (repo / "calc.py").read_bytes() == original
+
+
 def test_review_skips_a_file_the_user_changed_meanwhile(repo: Path, tmp_path: Path) -> None:
     turns = [xml_call("Read", file_path="calc.py"), xml_call("Edit", file_path="calc.py", old_string="a - b", new_string="a + b")]
     review = ReviewSession(HookedReplay(write_replay(tmp_path / "r.jsonl", *turns)), repo, sink=Recorder())

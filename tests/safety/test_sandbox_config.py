@@ -280,8 +280,8 @@ def test_doctor_runs_the_real_layout_and_says_when_it_fails(repo: Path, monkeypa
 
     assert "sandbox probe" not in {c.name for c in agent_checks(repo)}  # this layout works here
     real_wrap = BwrapRunner.wrap
-    def broken(self: BwrapRunner, argv: list[str], cwd: Path, access: str) -> list[str]:
-        return ["bwrap", "--no-such-option", *real_wrap(self, argv, cwd, access)[1:]]  # type: ignore[arg-type]
+    def broken(self: BwrapRunner, argv: list[str], cwd: Path, access: str, fds: list[int] | None = None) -> list[str]:
+        return ["bwrap", "--no-such-option", *real_wrap(self, argv, cwd, access, fds)[1:]]  # type: ignore[arg-type]
 
     monkeypatch.setattr(BwrapRunner, "wrap", broken)
     probe = {c.name: c for c in agent_checks(repo)}["sandbox probe"]

@@ -324,3 +324,21 @@ async def test_model_command_switches_models_and_the_conversation_goes_on(tui_ap
         assert any(m.role == "tool" and "return a - b" in m.content for m in session.messages)
         texts = [t.text_so_far for t in app.main.transcript.query(AssistantText)]
         assert texts[0] == "First model here." and texts[-1] == "Second model: calc.py read."
+
+
+async def test_the_transcript_names_files_that_run_code_later(tui_app, repo: Path) -> None:
+    """Issue 28: at the end of the task the transcript pane names the changed Makefile, not notes.txt."""
+    app = tui_app(
+        xml_call("Write", file_path="Makefile", content="all:\n\techo hi\n"),
+        xml_call("Write", file_path="notes.txt", content="plain\n"), "Done.", mode="auto-edit",
+    )
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, "add a makefile")
+        review = await wait_for(pilot, lambda: isinstance(app.screen, EditReviewScreen) and app.screen, what="review")
+        assert review.request.path == "Makefile" and review.request.runs_later  # auto-edit asks for this one
+        await pilot.press("y")
+        await idle(pilot)
+        assert (repo / "Makefile").exists() and (repo / "notes.txt").exists()
+        later = [n for n in notices(app, "warning") if "run code on your machine later" in n]
+        assert len(later) == 1 and "Makefile" in later[0] and "notes.txt" not in later[0]

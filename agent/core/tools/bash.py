@@ -147,7 +147,9 @@ class BashTool(Tool[BashArgs]):
         if result.stopped:
             return (output + "\n" if output else "") + result.stopped[:1].upper() + result.stopped[1:]
         if result.exit_code:
-            return (output + "\n" if output else "") + f"Exit code {result.exit_code}"
+            output = (output + "\n" if output else "") + f"Exit code {result.exit_code}"
+        if result.capped:  # the kernel held a cap (agent.checkout.caps): the model should know why
+            output = (output + "\n" if output else "") + result.capped[:1].upper() + result.capped[1:]
         return output or "(no output)"
 
     @staticmethod
