@@ -356,7 +356,7 @@ def test_doctor_checks_the_endpoint_and_lists_its_models(monkeypatch, capsys):
         assert doctor_main(["--model", f"openai:{server.url}#gemma-4-12b-it"]) == 1
         assert "!! served model" in capsys.readouterr().out
     assert doctor_main(["--model", f"openai:http://127.0.0.1:{free_port()}/v1#m"]) == 1
-    dead = [line for line in capsys.readouterr().out.splitlines() if "endpoint" in line]
+    dead = [line for line in capsys.readouterr().out.splitlines() if line[3:].startswith("endpoint ")]
     assert dead == [dead[0]] and dead[0].startswith("!! endpoint") and "connection refused" in dead[0]
 
 
