@@ -13,6 +13,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from contextlib import suppress
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from pathlib import Path
 from textual import events, work
 from textual.app import App
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.worker import Worker, WorkerState
 
@@ -498,7 +500,13 @@ class RibbitApp(App[int]):
         with self._preload_lock:
             self.workspace.preload()
             used = self.workspace.prompt_tokens()
-        self.call_from_thread(setattr, self.main.status, "context_used", used)
+        self.call_from_thread(self._prompt_counted, used)
+
+    def _prompt_counted(self, used: int) -> None:
+        # Here, on the UI thread, and forgiving: a worker that looked the status bar up itself raced the
+        # app's shutdown (the screen's widgets already gone).
+        with suppress(NoMatches):
+            self.main.status.context_used = used
 
     @work(thread=True, exclusive=True, group="agent")
     def run_agent(self, task: str) -> None:
@@ -868,9 +876,14 @@ class RibbitApp(App[int]):
         try:
             result = self.workspace.undo_last()
         except JournalError as exc:
-            self.call_from_thread(self.main.transcript.add_notice, f"undo: {exc}", "error")
+            self.call_from_thread(self._notice, f"undo: {exc}", "error")
             return
-        self.call_from_thread(self.main.transcript.add_notice, result.summary())
+        self.call_from_thread(self._notice, result.summary())
+
+    async def _notice(self, text: str, level: str = "info") -> None:
+        """A worker's one line for the transcript, looked up on the UI thread (the screen may be gone)."""
+        with suppress(NoMatches):
+            await self.main.transcript.add_notice(text, level)
 
     @work(thread=True, exclusive=True, group="agent")
     def compact(self, focus: str) -> None:
@@ -910,7 +923,7 @@ class RibbitApp(App[int]):
         try:
             text = self.workspace.rewind(index, files=choice.files, conversation=choice.conversation)
         except (JournalError, SessionError) as exc:
-            self.call_from_thread(self.main.transcript.add_notice, f"rewind: {exc}", "error")
+            self.call_from_thread(self._notice, f"rewind: {exc}", "error")
             return
         self.call_from_thread(self._rewound, text, prompt if choice.conversation else None)
 

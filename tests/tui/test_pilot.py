@@ -342,3 +342,25 @@ async def test_the_transcript_names_files_that_run_code_later(tui_app, repo: Pat
         assert (repo / "Makefile").exists() and (repo / "notes.txt").exists()
         later = [n for n in notices(app, "warning") if "run code on your machine later" in n]
         assert len(later) == 1 and "Makefile" in later[0] and "notes.txt" not in later[0]
+
+
+async def test_quitting_while_the_prompt_is_read_fails_nothing(tui_app, monkeypatch) -> None:
+    """The preload worker finishes while the app shuts down: its figure for the status bar must not crash
+    the app on the way out (it once looked the status bar up from its own thread, and found none)."""
+    import time
+
+    from agent.session import Workspace
+
+    app = tui_app("Hi.")
+    counted = Workspace.prompt_tokens
+
+    def slow_count(self: Workspace) -> int:
+        deadline = time.monotonic() + 5
+        while app.main.children and time.monotonic() < deadline:  # until the screen's widgets are gone
+            time.sleep(0.001)
+        return counted(self)
+
+    monkeypatch.setattr(Workspace, "prompt_tokens", slow_count)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+    assert app.return_code in (0, None)
