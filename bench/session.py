@@ -327,11 +327,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.flash_attn:
         plan.flash_attn = args.flash_attn == "on"
     print(f"session {args.session.name}: {len(steps)} steps, {total} tokens ({len(head_tokens)} system + task; tokenizer: {vocabulary}); "
-          f"model {path.name}; plan: {plan.describe()}; weights {'repacked' if args.weights != 'plain' else 'plain'}", flush=True)
+          f"model {path.name}; plan: {plan.describe()}", flush=True)
     cpu0, load0 = os.times(), os.getloadavg()
     repack = args.weights != "plain"
     runtime = LlamaRuntime(path, n_ctx=plan.initial_ctx, n_batch=plan.n_batch, n_threads=plan.n_threads,
                            flash_attn=plan.flash_attn, type_kv=plan.type_kv, n_rs_seq=MAX_DRAFT, repack=repack)
+    # The AMX guard (models.llama_runtime) may keep the weights in plain buffers whatever --weights asks.
+    print(f"weights: {'repacked' if runtime.model_params.use_extra_bufts else 'plain buffers (no repacked copies)'}", flush=True)
     from models.llama_backend import TURN_ROOM
 
     growth = Growth(runtime, plan.n_ctx, TURN_ROOM)
