@@ -685,7 +685,11 @@ class Transcript(VerticalScroll):
             widget.display = True
         self.earlier.show_count(len(self._hidden))
 
-        def keep_view() -> None:
+        def keep_view(tries: int = 5) -> None:
+            # On a loaded machine the first refresh may come before the layout that counts the batch.
+            if self.virtual_size.height == height and tries:
+                self.call_after_refresh(keep_view, tries - 1)
+                return
             self.scroll_to(y=max(0, self.virtual_size.height - height), animate=False, immediate=True)
 
         self.call_after_refresh(keep_view)
