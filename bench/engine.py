@@ -766,7 +766,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="section d: llama.cpp settings the bare loop also runs with")
     args = parser.parse_args(argv)
     print(f"ribbit engine benchmark (load average {load_average()} on a shared machine; CPU-time ratios are the steadier figures)")
-    report("embedded", args.model or embedded_model_path(), args)
+    report("--model" if args.model else "embedded", args.model or embedded_model_path(), args)
     if not args.no_qwen35:
         report("qwen35", args.qwen35 or tiny_qwen35(), args)
     return 0
