@@ -50,6 +50,7 @@ from agent.session import JournalError
 from agent.session import Limits, no_reasoning_switch
 from agent.session import SavedSession, SessionError, SessionStore
 from agent.session import ModeError, SetupError, Workspace, open_workspace, outside_git
+from app.args import TUI_NO_REVIEW
 from app.messages import (
     ApprovalRequested, EventsReady, ModelLoaded, PromptSubmitted, RunFinished, SetupFailed, WorkspaceReady,
 )
@@ -61,9 +62,10 @@ from app.screens.review import EditReviewScreen
 from app.screens.session_diff import SessionDiffScreen
 from app.screens.sessions import RewindChoice, RewindScreen, SessionPickerScreen
 from app.visible import visible
+from app.words import counted
 from app.widgets.prompt import MODE_ARGS, SLASH_COMMANDS
 from models.base import ChatModel, ModelError
-from models.embedded import DEMO_LIMITS, EMBEDDED_NAME, WORKING_MODELS, is_embedded
+from models.embedded import DEMO_LIMITS, EMBEDDED_NAME, WORKING_MODELS, demo_file_note, is_embedded
 from models.spec import DEFAULT_SPECS, load_model, resolve_spec
 
 FIRST_RUN_HINT = f"Running {EMBEDDED_NAME}, {DEMO_LIMITS}. {WORKING_MODELS[0].upper()}{WORKING_MODELS[1:]}."
@@ -238,6 +240,9 @@ class AppConfig:
     # `ribbit -c`: the last saved session; `--resume ID`: that one; `--resume` alone (""): a picker.
     continue_last: bool = False
     resume: str | None = None
+    # `ribbit tour`: a line shown first, and a task sent as if typed once the session opens.
+    intro: str | None = None
+    task: str | None = None
 
 
 @dataclass
@@ -249,8 +254,10 @@ class TurnStats:
     first_delta_at: float | None = None
     deltas: int = 0
     shown_at: float = 0.0
+    said: str = ""  # what the model wrote this turn (its last words go with a diff to review)
 
 
+SAID_KEPT = 2000
 CARRY_OUT_PLAN = "Carry out this plan:\n\n"
 PLAN_KEY_HINT = "each edit is still shown to you first; or type to keep planning"
 
@@ -312,6 +319,11 @@ class RibbitApp(App[int]):
         self.call_after_refresh(self._start)
 
     async def _start(self) -> None:
+        if self.config.intro:
+            await self.main.transcript.add_notice(self.config.intro, "info")
+        if self.config.task:
+            self.pending_task = self.config.task
+            await self.main.transcript.add_user(self.config.task)
         if self.config.model is None and resolve_spec(None) in DEFAULT_SPECS:
             self.demo_said = True
             await self.main.transcript.add_notice(FIRST_RUN_HINT, "info")
@@ -336,7 +348,7 @@ class RibbitApp(App[int]):
             elif session_id:
                 resume = SessionStore(cfg.repo).load(session_id)
             if cfg.mode == "review":
-                raise SetupError("review mode is not available in the TUI yet; use `ribbit run --mode review TASK`")
+                raise SetupError(TUI_NO_REVIEW)
             try:
                 model = cfg.model if cfg.model is not None and not isinstance(cfg.model, str) else load_model(
                     cfg.model, context=cfg.context
@@ -396,6 +408,7 @@ class RibbitApp(App[int]):
         """A resumed (or rewound) conversation in the transcript: the prompts and the model's answers."""
         assert self.workspace is not None
         transcript = self.main.transcript
+        rejected = self.workspace.rejected_calls()
         for message in self.workspace.conversation():
             if message.role == "user":
                 await transcript.add_user(message.content)
@@ -407,6 +420,8 @@ class RibbitApp(App[int]):
                     await transcript.add_tool_call(call)
             elif message.role == "tool" and message.tool_call_id:
                 transcript.set_tool_result(message.tool_call_id, message.content, message.content.startswith("Error:"))
+                if message.tool_call_id in rejected:
+                    transcript.set_tool_rejected(message.tool_call_id)
 
 
     def show_model(self, workspace: Workspace) -> None:
@@ -484,6 +499,8 @@ class RibbitApp(App[int]):
         self.start_task(text)
 
     def start_task(self, task: str) -> None:
+        if self.workspace is not None and is_embedded(self.workspace.model_info.path) and (note := demo_file_note(task)):
+            self.call_after_refresh(self.main.transcript.add_notice, note, "warning")
         self.finished_plan = None
         self._last_answer = ""
         self.busy = True
@@ -513,6 +530,9 @@ class RibbitApp(App[int]):
         assert self.workspace is not None
         self._agent_thread = threading.current_thread()
         try:
+            if (why := self.workspace.too_long(task)) is not None:
+                self.post_message(RunFinished(refused=why, task=task))
+                return
             self.workspace.run(task)
         except Exception as exc:  # a bug, not an observation: show it, keep the app alive
             self.post_message(RunFinished(error=f"{type(exc).__name__}: {exc}"))
@@ -530,6 +550,12 @@ class RibbitApp(App[int]):
         status.prefill = None
         if message.error:
             await self.main.transcript.add_notice(message.error, "error")
+        if message.refused:
+            await self.main.transcript.add_notice(message.refused + "; your text is back in the prompt", "error")
+            prompt = self.main.prompt
+            if not prompt.text.strip() and message.task is not None:  # never over what the user typed since
+                prompt.text = message.task
+                prompt.move_cursor(prompt.document.end)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.ERROR and event.worker.error is not None:
@@ -560,6 +586,7 @@ class RibbitApp(App[int]):
         transcript, status = self.main.transcript, self.main.status
         if isinstance(item, TextDelta):
             status.prefill = None
+            self.turn.said = (self.turn.said + item.text)[-SAID_KEPT:]
             await transcript.stream_text(item.text)
         elif isinstance(item, ReasoningDelta):
             status.prefill = None
@@ -620,7 +647,7 @@ class RibbitApp(App[int]):
             await transcript.end_turn()
             if item.stop_reason == "finished":
                 changed = ", ".join(item.files_changed) if item.files_changed else "none"
-                await transcript.add_notice(f"done after {item.steps} steps · files changed: {changed}")
+                await transcript.add_notice(f"done after {counted(item.steps, 'step')} · files changed: {changed}")
                 if self.workspace is not None and self.workspace.mode == "plan" and self._last_answer:
                     self.finished_plan = self._last_answer
                     await transcript.add_notice(f"plan ready · Ctrl+G carries it out in ask mode ({PLAN_KEY_HINT})")
@@ -651,7 +678,7 @@ class RibbitApp(App[int]):
 
         self.main.status.activity = "waiting for you"
         if isinstance(request, EditApprovalRequest):
-            self.push_screen(EditReviewScreen(request), callback=resolve)
+            self.push_screen(EditReviewScreen(request, said=self.turn.said), callback=resolve)
         elif isinstance(request, BashApprovalRequest):
             self.push_screen(BashApprovalScreen(request), callback=resolve)
         else:  # a kind this UI cannot show: answer, so the agent thread never waits forever
@@ -668,11 +695,16 @@ class RibbitApp(App[int]):
         self.main.status.activity = "stopping…"
 
     def action_ctrl_c(self) -> None:
+        """Ctrl+C stops a turn as Esc does (every terminal program's reflex); twice within the window quits."""
         now = time.monotonic()
         if now - self._last_ctrl_c <= CTRL_C_WINDOW_S:
             self.action_quit_app()
             return
         self._last_ctrl_c = now
+        if self.busy and self.workspace is not None:
+            self.action_stop()
+            self.notify("Stopping the agent; press Ctrl+C again to quit", timeout=CTRL_C_WINDOW_S)
+            return
         self.notify("Press Ctrl+C again to quit", timeout=CTRL_C_WINDOW_S)
 
     def action_quit_app(self) -> None:
@@ -968,9 +1000,11 @@ def make_app(
     reasoning: bool | None = None,
     continue_last: bool = False,
     resume: str | None = None,
+    intro: str | None = None,
+    task: str | None = None,
 ) -> RibbitApp:
-    """The one way to build the app: used by `ribbit` (tui_main) and by the tests."""
+    """The one way to build the app: used by `ribbit` (tui_main), `ribbit tour` and by the tests."""
     return RibbitApp(
         AppConfig(repo=Path(repo), model=model, mode=mode, context=context, no_sandbox=no_sandbox, limits=limits,
-                  reasoning=reasoning, continue_last=continue_last, resume=resume)
+                  reasoning=reasoning, continue_last=continue_last, resume=resume, intro=intro, task=task)
     )

@@ -51,3 +51,20 @@ def on_off(text: str) -> bool:
     if text not in ("on", "off"):
         raise argparse.ArgumentTypeError(f"{text!r} is not on or off")
     return text == "on"
+
+
+# The TUI has no screen for review mode's end-of-run review yet: said by its parser and by the app alike.
+TUI_NO_REVIEW = "review mode is not available in the TUI yet; use `ribbit run --mode review TASK`"
+
+
+def tui_mode(modes: tuple[str, ...]):  # type: ignore[no-untyped-def]
+    """--mode for the TUI: one of `modes`, review refused at parsing with the sentence the app would say."""
+
+    def parse(text: str) -> str:
+        if text == "review":
+            raise argparse.ArgumentTypeError(TUI_NO_REVIEW)
+        if text not in modes:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a mode (choose from {', '.join(modes)})")
+        return text
+
+    return parse

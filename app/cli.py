@@ -10,16 +10,21 @@ import warnings
 from collections.abc import Sequence
 
 from agent.session import MODES
-from app.args import Parser, UsageError, on_off, positive, temperature
+from app.args import Parser, UsageError, on_off, positive, temperature, tui_mode
 from models.drafting import DRAFT_MODES
 
-SUBCOMMANDS = ("run", "quantize", "eval", "doctor", "undo", "allow")
+SUBCOMMANDS = ("run", "quantize", "eval", "doctor", "undo", "allow", "tour")
 
 
-def add_common(parser: argparse.ArgumentParser) -> None:
+def add_common(parser: argparse.ArgumentParser, tui: bool = False) -> None:
     parser.add_argument("--repo", default=".", help="repository to work in (default: current folder)")
     parser.add_argument("--model", default=None, help="model SPEC: default, /path/model.gguf, openai:URL[#MODEL], replay:FILE")
-    parser.add_argument("--mode", default="ask", choices=MODES, help="approval mode (default: ask)")
+    if tui:
+        tui_modes = tuple(m for m in MODES if m != "review")
+        parser.add_argument("--mode", default="ask", type=tui_mode(tui_modes), metavar="{" + ",".join(tui_modes) + "}",
+                            help="approval mode (default: ask; review mode: `ribbit run --mode review`)")
+    else:
+        parser.add_argument("--mode", default="ask", choices=MODES, help="approval mode (default: ask)")
     parser.add_argument("--threads", type=positive, default=None,
                         help="llama.cpp threads (default: physical cores less measured contention; also RIBBIT_THREADS)")
     parser.add_argument("--draft", default="auto", choices=DRAFT_MODES,
@@ -51,9 +56,10 @@ def ribbit_version() -> str:
 def tui_parser() -> Parser:
     parser = Parser(prog="ribbit", description="ribbit: an offline coding agent for modest laptops")
     parser.add_argument("--version", action="version", version=f"ribbit {ribbit_version()}")
-    add_common(parser)
+    add_common(parser, tui=True)
     parser.add_argument("--context", type=positive, default=131_072, metavar="N",
-                        help="context window in tokens (default 131072; capped by what the model was trained on)")
+                        help="the largest context in tokens the conversation may grow to (default 131072; also "
+                             "capped by what the model was trained on and by memory); it starts small and grows")
     parser.add_argument("--no-sandbox", action="store_true", help="run Bash without the sandbox")
     parser.add_argument("-c", "--continue", dest="cont", action="store_true",
                         help="reopen the last session in this repository")
@@ -72,8 +78,9 @@ def run_parser() -> Parser:
     parser.add_argument("--max-turn-tokens", type=positive, default=8192, metavar="N",
                         help="stop when one assistant turn writes N tokens (exit 3; default 8192)")
     parser.add_argument("--context", type=positive, default=131_072, metavar="N",
-                        help="context window in tokens, capped by what the model was trained on; when the "
-                             "conversation no longer fits even after compaction: exit 3 (default 131072)")
+                        help="the largest context in tokens the conversation may grow to (default 131072; also "
+                             "capped by what the model was trained on and by memory; it starts small and grows); "
+                             "when the conversation no longer fits even after compaction: exit 3")
     parser.add_argument("--transcript", default=None, metavar="FILE", help="write JSON Lines events to FILE")
     parser.add_argument("--patch-out", default=None, metavar="FILE",
                         help="write the patch to FILE instead of stdout (the patch records what changed; "
@@ -139,6 +146,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from app.allow_cmd import allow_main
 
             return allow_main(args[1:])
+        if command == "tour":
+            from app.tour import tour_main
+
+            return tour_main(args[1:])
         from app.tui_main import tui_main
 
         parsed = tui_parser().parse_args(args)

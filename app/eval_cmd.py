@@ -8,9 +8,9 @@ report.md / report.json / predictions/MODEL.jsonl in the output folder. Exit cod
 from __future__ import annotations
 
 import os
-import statistics
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -25,6 +25,7 @@ from app.args import UsageError
 from app.args import positive as positive_int
 from app.args import positive_float
 from app.visible import visible
+from app.words import counted
 
 
 def eval_parser() -> EvalParser:
@@ -67,11 +68,16 @@ def default_jobs(models: list[str]) -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
-def eta_seconds(remaining: int, durations: Sequence[float], parallel: int) -> float | None:
-    """Time left: the median job so far, times the jobs left, over the jobs that run at once."""
-    if not durations or remaining <= 0:
-        return None if remaining > 0 else 0.0
-    return statistics.median(durations) * remaining / max(1, parallel)
+def eta_seconds(remaining: int, finished: int, elapsed: float) -> float | None:
+    """Time left at this run's pace so far: its wall time over the jobs it finished, times the jobs left.
+    A pace, not a job's median over the jobs at once: it counts the contention of parallel jobs on the
+    same cores, their waits and the slow jobs still running, which the median of the first (quick) jobs
+    did not (issue 40: that was 3-5x off)."""
+    if remaining <= 0:
+        return 0.0
+    if finished <= 0:
+        return None
+    return elapsed / finished * remaining
 
 
 def format_eta(seconds: float | None) -> str:
@@ -88,13 +94,16 @@ class EvalProgressDisplay:
     """One line per finished job with jobs done, resolved so far and the ETA; on a terminal, also a live
     line for the running ones."""
 
-    def __init__(self, out: TextIO, models: Sequence[str] = (), parallel: int = 1) -> None:
+    def __init__(self, out: TextIO, models: Sequence[str] = (), parallel: int = 1,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.out = out
         self.live = out.isatty()
         self.parallel = parallel
         self.labels = model_labels(models)
         self.running: dict[tuple[str, str, int], str] = {}
-        self.durations: list[float] = []  # wall time of the jobs run now (not kept from an earlier run)
+        self.clock = clock
+        self.started = clock()
+        self.ran = 0  # jobs finished by this run (kept ones from an earlier run have no pace)
         self.resolved: dict[str, int] = {}
         self.finished_by_model: dict[str, int] = {}
         self.finished = 0
@@ -110,12 +119,12 @@ class EvalProgressDisplay:
             self.resolved[p.model] = self.resolved.get(p.model, 0) + (r.outcome == "resolved")
             self.running.pop(key, None)
             if p.kind == "done":
-                self.durations.append(r.wall_s)
+                self.ran += 1
             what = "kept " if p.kind == "skip" else ""
             sample = f" #{p.sample}" if p.sample > 1 else ""
             note = f" — {r.message}" if r.message and r.outcome != "resolved" else ""
             line = (f"[{p.index:>{len(str(p.total))}}/{p.total}] {what}{p.task_id}{sample} · {self._label(p.model)}: "
-                    f"{OUTCOME_LABELS[r.outcome]} ({r.steps} steps, {r.wall_s:.0f} s){note[:160]}")
+                    f"{OUTCOME_LABELS[r.outcome]} ({counted(r.steps, 'step')}, {r.wall_s:.0f} s){note[:160]}")
             if p.kind == "done":
                 line += f" · {self.tally()}"
             self._line(line)
@@ -134,7 +143,7 @@ class EvalProgressDisplay:
         order = [m for m in self.labels if m in self.finished_by_model]
         order += [m for m in self.finished_by_model if m not in order]
         so_far = ", ".join(f"{self._label(m)} {self.resolved[m]}/{self.finished_by_model[m]}" for m in order)
-        eta = eta_seconds(self.total - self.finished, self.durations, self.parallel)
+        eta = eta_seconds(self.total - self.finished, self.ran, self.clock() - self.started)
         return f"{self.finished}/{self.total} done, resolved so far: {so_far}, {format_eta(eta)}"
 
     def _label(self, model: str) -> str:
@@ -164,6 +173,36 @@ def check_endpoints(models: Sequence[str]) -> None:
             api_key_for(parse_spec(model))
 
 
+def check_specs(models: Sequence[str], task_ids: Sequence[str]) -> str | None:
+    """Every model SPEC for every task (`{task}` replaced), checked before the first job starts: the first
+    problem and how many more there are, as one line; None when all of them can load."""
+    from models.spec import check_spec
+
+    problems: list[str] = []
+    for model in models:
+        for spec in dict.fromkeys(model.replace("{task}", t) for t in task_ids or [""]):
+            try:
+                check_spec(spec)
+            except ModelError as exc:
+                problems.append(f"--model {model}: {exc}")
+    if not problems:
+        return None
+    more = f" (and {len(problems) - 1} more like it)" if len(problems) > 1 else ""
+    return problems[0] + more
+
+
+def demo_note(models: Sequence[str]) -> str | None:
+    """A line when a candidate is the embedded demo model, which never uses the tools (it resolves nothing)."""
+    from models.embedded import EMBEDDED_NAME, is_embedded
+    from models.spec import DEFAULT_SPECS, resolve_spec
+
+    demo = [m for m in models if resolve_spec(m) in DEFAULT_SPECS or is_embedded(resolve_spec(m))]
+    if not demo:
+        return None
+    return (f"ribbit eval: note: {', '.join(demo)} is the embedded {EMBEDDED_NAME}, a demo model that does not use "
+            "the tools: expect it to resolve nothing (it is a baseline, not a candidate)")
+
+
 def eval_main(argv: list[str]) -> int:
     try:
         args = eval_parser().parse_args(argv)
@@ -189,6 +228,12 @@ def eval_main(argv: list[str]) -> int:
     except ModelError as exc:
         print(f"ribbit eval: error: {exc}", file=sys.stderr)
         return 2
+    problem = check_specs(models, [t.id for t in tasks])
+    if problem is not None:
+        print(f"ribbit eval: error: {visible(problem, one_line=True)}; nothing was run", file=sys.stderr)
+        return 1
+    if note := demo_note(models):
+        print(note, file=sys.stderr)
     out = Path(args.out).expanduser().resolve()
     config = EvalConfig(
         out=out,

@@ -71,3 +71,6 @@ class RunFinished(Message):
     """The agent's run() returned (or raised); the prompt is free again."""
 
     error: str | None = None
+    # The task was not sent (too long for the context): why, and the text to give back to the prompt.
+    refused: str | None = None
+    task: str | None = None

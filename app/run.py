@@ -16,8 +16,9 @@ from agent.session import TranscriptWriter, fanout
 from agent.session import valid_unicode
 from agent.session import RejectAll, SetupError, check_repo, check_state, open_workspace, outside_git
 from app.visible import visible
+from app.words import counted
 from models.base import ChatModel, ModelError
-from models.embedded import DEMO_LIMITS, EMBEDDED_NAME, WORKING_MODELS, is_embedded
+from models.embedded import DEMO_LIMITS, EMBEDDED_NAME, WORKING_MODELS, demo_file_note, is_embedded
 from models.spec import load_model
 
 EXIT_CODES: dict[StopReason, int] = {
@@ -108,7 +109,7 @@ class ProgressPrinter:
             self._line(f"ribbit: {event.level}: {visible(event.text)}")  # type: ignore[union-attr]
         elif kind == "summary":
             s: SummaryEvent = event  # type: ignore[assignment]
-            self._line(f"ribbit: {s.stop_reason} after {s.steps} steps; files changed: {len(s.files_changed)}")
+            self._line(f"ribbit: {s.stop_reason} after {counted(s.steps, 'step')}; files changed: {len(s.files_changed)}")
 
     def _write(self, text: str) -> None:
         self.out.write(text)
@@ -184,6 +185,8 @@ def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: I
         return fail(str(exc))
     if is_embedded(model.info.path):
         print(f"ribbit: note: {EMBEDDED_NAME} is {DEMO_LIMITS}; {WORKING_MODELS}", file=sys.stderr)
+        if note := demo_file_note(task):
+            print(f"ribbit: note: {visible(note, one_line=True)}", file=sys.stderr)
     sink = fanout([s for s in (ProgressPrinter(sys.stderr), writer) if s is not None])
     try:
         if args.mode == "review" or dry_run:
@@ -202,6 +205,8 @@ def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: I
             print(f"ribbit: note: run without asking here, read-only (you allowed them; `ribbit allow` lists and "
                   f"revokes): {visible(', '.join(allowed), one_line=True)}", file=sys.stderr)
         try:
+            if (why := workspace.too_long(task)) is not None:
+                return fail(why)
             summary = run_interruptibly(workspace, task)
             patch = workspace.patch()
         finally:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from agent.session import Journal, JournalError, SessionInfo, open_journals, shown
 from app.visible import visible
+from app.words import counted
 
 
 class _Parser(argparse.ArgumentParser):
@@ -52,7 +53,8 @@ def undo_main(argv: list[str]) -> int:
                 print(f"no ribbit sessions in {journals[0].kind}")
             for info, _journal in listed:
                 when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.started))
-                state = "undone" if info.reverted else f"{info.steps} step(s)"
+                state = "undone" if info.reverted else (f"{counted(info.steps, 'step')} changed files" if info.steps
+                                                         else "no step changed files")
                 names = [shown(visible(f, one_line=True)) for f in info.files[:6]]  # one escaping style: visible()'s
                 files = ", ".join(names) + (" ..." if len(info.files) > 6 else "") or "no files changed"
                 print(visible(f"{info.session_id}  {when}  {state}  {files}", one_line=True))  # agent-made names

@@ -16,7 +16,7 @@ class ModelCheck(BaseModel):
 def model_checks(spec: str | None = None) -> list[ModelCheck]:
     """The lines for `ribbit doctor [--model SPEC]`."""
     from models.base import ModelError
-    from models.embedded import DEMO_LIMITS, EMBEDDED_NAME, embedded_model
+    from models.embedded import DEMO_LIMITS, EMBEDDED_NAME, FROGNANO_SOURCE, SMALL_TOOL_MODELS, embedded_model
     from models.spec import resolve_spec
 
     checks: list[ModelCheck] = []
@@ -36,6 +36,7 @@ def model_checks(spec: str | None = None) -> list[ModelCheck]:
     chosen = resolve_spec(spec)
     origin = " (from RIBBIT_MODEL)" if not spec and os.environ.get("RIBBIT_MODEL") else ""
     checks.append(spec_check(chosen, origin))
+    checks.append(ModelCheck(name="models that edit", ok=True, detail=f"{FROGNANO_SOURCE}; {SMALL_TOOL_MODELS}"))
     checks.append(threads_check())
     checks.append(memory_check(chosen))
     checks.append(drafting_check(chosen))

@@ -14,6 +14,7 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import os
+import re
 import stat
 import threading
 import time
@@ -24,14 +25,48 @@ from models.base import ModelError, cache_folder
 
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_NAME = "SmolLM2-135M-Instruct"  # the GGUF's own general.name is a training-run label
-# What the user is told about it (TUI banner, `ribbit run`, `ribbit doctor`): a 135M model reads and answers,
-# but it was never taught tool calls (its chat template has none): in practice it never edits or runs anything.
-DEMO_LIMITS = "a demo model: it reads and answers, but it does not use the tools, so it will not edit files or run commands"
+# What the user is told about it (TUI banner, `ribbit run`, `ribbit doctor`): a 135M model was never taught tool calls
+# (its chat template has none), so it never opens a file: whatever it says about your code, it made up from your words.
+DEMO_LIMITS = ("a demo model: it answers from your message alone, without opening any file, and it does not use "
+               "the tools, so it will not read, edit or run anything")
 WORKING_MODELS = (
     "for a model that edits, give --model: a FrogNano GGUF (`ribbit quantize FrogNano-4B-2609/`), any instruct "
     "GGUF whose chat template has tool calls (Qwen2.5/3-Instruct, Gemma 4), or an OpenAI-compatible server "
     "(openai:http://HOST:PORT/v1#MODEL); docs/models.md"
 )
+# Where a model that edits comes from (README, `ribbit doctor`). FrogNano's model card gives the weights' form and
+# size, no address: none is named here rather than one guessed.
+FROGNANO_SOURCE = (
+    "FrogNano-4B-2609: its model card gives the weights as a 9.32 GB download of BF16 safetensors in Hugging Face "
+    "layout (config.json, *.safetensors, tokenizer files) and names no download address, so ribbit names none; "
+    "with that folder: `ribbit quantize FOLDER -o FILE.gguf`"
+)
+SMALL_TOOL_MODELS = (
+    "a small model that edits: a Qwen2.5-Instruct or Qwen3 GGUF (1.5B-7B, Q4_K_M), whose chat template writes "
+    "Hermes tool calls, which ribbit reads (tested against Qwen2.5's real template; no real Qwen GGUF was tried here)"
+)
+# A request naming a file: the demo's answer cannot be about that file's content, and the user is told so.
+_FILE_NAME = re.compile(
+    r"(?<![\w@/.-])((?:[\w.-]+/)*[\w-]+(?:\.[\w-]+)*\.(?:py|pyi|js|jsx|ts|tsx|md|txt|rst|json|toml|ya?ml|cfg|ini|"
+    r"c|h|cc|cpp|hpp|rs|go|java|kt|rb|php|sh|html|css|sql|lock|xml|csv|ipynb)|Makefile|Dockerfile)(?![\w/])"
+)
+
+
+def named_files(text: str) -> list[str]:
+    """The file names a request mentions (by a known extension, or Makefile / Dockerfile), in order, once each."""
+    return list(dict.fromkeys(match.group(1) for match in _FILE_NAME.finditer(text)))
+
+
+def demo_file_note(text: str) -> str | None:
+    """The line for a request to the demo model that names a file, or None when it names none."""
+    names = named_files(text)
+    if not names:
+        return None
+    shown = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+    return (f"{EMBEDDED_NAME} is a demo that answers from your message alone: it does not open {shown}, so what it "
+            f"says about {'it' if len(names) == 1 else 'them'} is not read from the file")
+
+
 RUN_TYPE = "Q8_0"
 RECIPE = "llama_model_quantize allow_requantize Q8_0, 1"  # part of a copy's name: a new recipe, a new copy
 _STEM = "SmolLM2-135M-Instruct." + RUN_TYPE

@@ -44,6 +44,20 @@ def resolve_spec(spec: str | None) -> str:
     return os.environ.get("RIBBIT_MODEL", "").strip() or "default"
 
 
+def check_spec(spec: str | None) -> None:
+    """What can be checked of a SPEC without loading it (a replay file that reads, a GGUF that is one); a
+    one-line ModelError where it is wrong. An openai: server is checked by models.diagnostics."""
+    spec = resolve_spec(spec)
+    if spec.startswith("replay:"):
+        from models.replay import load_turns
+
+        load_turns(Path(spec[len("replay:"):].partition("#")[0]).expanduser())
+    elif not spec.startswith("openai:") and spec not in DEFAULT_SPECS:
+        from models.llama_backend import check_model_file
+
+        check_model_file(Path(spec).expanduser())
+
+
 def load_model(
     spec: str | None, *, context: int = 131_072, replay_delay: float = 0.0, seed: int | None = None
 ) -> ChatModel:

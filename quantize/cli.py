@@ -106,8 +106,10 @@ def _check_usage(args: argparse.Namespace, from_gguf: bool) -> None:
     out: Path | None = args.output
     if out is not None and out.is_dir():
         raise _UsageError(f"-o {out} is a folder: name the output file, e.g. -o {out / ('NAME-' + qtype + '.gguf')}")
-    if out is not None and not out.parent.is_dir():
-        raise _UsageError(f"-o {out}: the folder {out.parent} does not exist")
+    if out is not None and not out.parent.is_dir():  # made in run(), as `mkdir -p` would; not through a file
+        above = next((p for p in out.parent.parents if p.exists()), None)
+        if out.parent.exists() or (above is not None and not above.is_dir()):
+            raise _UsageError(f"-o {out}: {out.parent if out.parent.exists() else above} is not a folder")
 
 
 def human_size(size: int) -> str:
@@ -135,6 +137,12 @@ def run(args: argparse.Namespace) -> None:
     text: CalibrationText | None = None
     if args.calibrate is not None:  # checked before a conversion that may take minutes
         text = calibration_text(args.calibrate, args.calibrate_tokens)
+    if not out.parent.is_dir():
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise QuantizeError(f"cannot make the output's folder: {exc.strerror or exc}", out.parent) from None
+        _say(f"made the folder {out.parent}")
     if from_gguf:
         source = gguf_source(src)
         if out.resolve() == src.resolve():

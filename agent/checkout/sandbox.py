@@ -57,6 +57,11 @@ PRIVATE_TREES = (Path("/tmp"), Path("/dev"), Path("/proc"))
 PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger")
 
 Access = Literal["read-only", "read-write"]
+# A read-only run (say, an allowed `python3 -m pytest`): pytest keeps its cache in the command's private /tmp
+# (emptied after it) instead of warning, eight lines a run, that it cannot write .pytest_cache into the model's
+# context; Python writes no bytecode it could not keep anyway.
+READ_ONLY_SETUP = ('export PYTEST_ADDOPTS="${PYTEST_ADDOPTS:+$PYTEST_ADDOPTS }-o cache_dir=/tmp/.pytest_cache"\n'
+                   "export PYTHONDONTWRITEBYTECODE=1\n")
 # strerror(EROFS), however the program words the rest; LC_MESSAGES=C keeps it English.
 _READ_ONLY_MESSAGE = re.compile(r"read-only file system", re.IGNORECASE)
 
@@ -261,6 +266,7 @@ class LocalRunner:
     ) -> CommandResult | None:
         # The largest file a command may write: what is left of the quota (in ulimit's 1 KiB blocks).
         fsize = f"ulimit -f {max(left // 1024, 1)} 2>/dev/null\n" if left is not None else ""
+        fsize += READ_ONLY_SETUP if access == "read-only" else ""
         cwd_read, cwd_write = os.pipe()
         joining = self.caps.join()
         try:

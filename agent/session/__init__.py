@@ -28,6 +28,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "agent.core.instructions": ("INIT_TASK",),
     "agent.core.loop": ("Limits", "no_reasoning_switch", "run_interruptibly"),
     "agent.session.review": ("ReviewSession", "review_interactively"),
+    "agent.session.scratch": ("ScratchError", "make_scratch_project"),
     "agent.session.store": ("SavedSession", "SessionError", "SessionStore", "preview"),
     "agent.session.transcript": ("TranscriptWriter", "fanout"),
     "agent.session.workspace": (
@@ -89,6 +90,7 @@ if TYPE_CHECKING:
     from agent.core.instructions import INIT_TASK
     from agent.core.loop import Limits, no_reasoning_switch, run_interruptibly
     from agent.session.review import ReviewSession, review_interactively
+    from agent.session.scratch import ScratchError, make_scratch_project
     from agent.session.store import SavedSession, SessionError, SessionStore, preview
     from agent.session.transcript import TranscriptWriter, fanout
     from agent.session.workspace import (

@@ -31,7 +31,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ValidationError
 
-from agent.core.events import AgentEvent, CompactionEvent, MessageEvent, SummaryEvent, UsageEvent
+from agent.core.events import AgentEvent, ApprovalEvent, CompactionEvent, MessageEvent, SummaryEvent, UsageEvent
 from agent.core.tools.readstate import SavedRead
 from agent.paths import project_state, state_home
 from models.base import ChatModel
@@ -76,6 +76,7 @@ class SavedSession(BaseModel):
     state: str | None = None  # the saved model state of the conversation's latest point
     steps: int = 0
     reads: dict[str, SavedRead] = {}  # files read (paths relative to root), for Write/Edit after a resume
+    rejected: list[str] = []  # tool-call ids the user said no to: a resumed transcript marks them ⊘, not ✓
 
     @property
     def messages(self) -> list[ChatMessage]:
@@ -245,6 +246,8 @@ class SessionRecorder:
             elif isinstance(event, UsageEvent):
                 self._latest_fresh = False
                 self.record.steps += 1
+            elif isinstance(event, ApprovalEvent) and event.decision == "rejected":
+                self.record.rejected.append(event.tool_call_id)  # written with the tool's result that follows
             elif isinstance(event, CompactionEvent):
                 self._sync()  # a new conversation: the old one stays, for rewinds past the compaction
                 self.write()

@@ -288,6 +288,24 @@ class Workspace:
         summary = self.session.run(task)
         return self.report.last if self.report is not None and self.report.last is not None else summary
 
+    def too_long(self, text: str) -> str | None:
+        """Why a message cannot go to the model, or None: with the system prompt and room for an answer it
+        does not fit the largest context this session may use, so a compaction could only summarise it away
+        (issue 40: an over-long paste was lost so). Counted with the model's own tokens; blocks while a run
+        or preload holds the model (call it from a worker thread)."""
+        with self.session.exclusive():
+            budget = self.session.compactor.budget
+            try:
+                tokens = self.session.model.prompt_tokens([ChatMessage(role="user", content=text)], [])
+            except ModelError:
+                tokens = (len(text) + 2) // 3
+        room = budget.free - budget.turn_reserve - budget.summary_reserve
+        if tokens <= room:
+            return None
+        return (f"the message was not sent: it is about {tokens:,} tokens and this model's context has room for "
+                f"{max(0, room):,} ({budget.window:,} in all, less the system prompt and room to answer); shorten it "
+                "or save it to a file in the repository and name the file")
+
     def preload(self) -> bool:
         """Read the system prompt (or a resumed conversation whose saved state was not loaded) before the
         next task (blocks: call it from a worker thread); a run started meanwhile waits for it. False when
@@ -384,6 +402,10 @@ class Workspace:
     def conversation(self) -> list[ChatMessage]:
         """The conversation after the system prompt, as the model sees it (a copy: what the UI shows)."""
         return list(self.session.messages[1:])
+
+    def rejected_calls(self) -> set[str]:
+        """The tool-call ids of this saved session the user rejected (a resumed conversation shows them so)."""
+        return set(self.saved.recorder.record.rejected) if self.saved is not None else set()
 
     def prompts(self) -> list[str]:
         """The user's prompts in this session, oldest first (what /rewind lists)."""

@@ -14,6 +14,19 @@ from app.visible import visible
 from app.widgets.diff_view import SIDE_BY_SIDE_MIN_WIDTH, HunkView, lexer_for
 
 
+NARROW_HEADER_WIDTH = 100
+SAID_LINES = 3
+
+
+def last_words(said: str) -> str:
+    """The model's last paragraph before its call, at most SAID_LINES lines, escaped; "" when it said nothing."""
+    paragraphs = [p.strip() for p in said.strip().split("\n\n") if p.strip()]
+    if not paragraphs:
+        return ""
+    lines = visible(paragraphs[-1], prose=True).splitlines()
+    return "\n".join(lines[-SAID_LINES:])
+
+
 class EditReviewScreen(PacedScreen[ApprovalDecision]):
     CSS_PATH = "review.tcss"
     BINDINGS = [
@@ -27,9 +40,10 @@ class EditReviewScreen(PacedScreen[ApprovalDecision]):
         Binding("escape", "escape", "Stop", show=False),
     ]
 
-    def __init__(self, request: EditApprovalRequest) -> None:
+    def __init__(self, request: EditApprovalRequest, said: str = "") -> None:
         super().__init__()
         self.request = request
+        self.said = said
         self.cursor = 0
         self.hunk_views: list[HunkView] = []
         self._forced_layout: bool | None = None
@@ -38,7 +52,7 @@ class EditReviewScreen(PacedScreen[ApprovalDecision]):
         req = self.request
         added = sum(h.added for h in req.hunks)
         removed = sum(h.removed for h in req.hunks)
-        title = Text()
+        title = Text(no_wrap=True, overflow="ellipsis")  # one line: a long path is cut, never wrapped under the hunks
         title.append(f"{visible(req.tool, one_line=True)} ", style="bold")
         title.append(visible(req.path, one_line=True), style="bold underline")
         title.append("  (new file)" if req.is_new_file else "")
@@ -50,6 +64,9 @@ class EditReviewScreen(PacedScreen[ApprovalDecision]):
         with Horizontal(id="review-header"):
             yield Static(title, id="review-title")
             yield Static("", id="review-selection")
+        if words := last_words(self.said):
+            # The review covers the transcript: what the model said about this change stays in view.
+            yield Static(Text(words, style="italic"), id="review-said")
         lexer = lexer_for(req.path)
         with VerticalScroll(id="hunks"):
             for index, hunk in enumerate(req.hunks):
@@ -68,6 +85,7 @@ class EditReviewScreen(PacedScreen[ApprovalDecision]):
 
     def on_resize(self) -> None:
         self._apply_layout()
+        self._show_selection()
 
     def _apply_layout(self) -> None:
         wide = self.size.width >= SIDE_BY_SIDE_MIN_WIDTH if self._forced_layout is None else self._forced_layout
@@ -79,10 +97,16 @@ class EditReviewScreen(PacedScreen[ApprovalDecision]):
             view.current = i == self.cursor
         if self.hunk_views:
             self.hunk_views[self.cursor].scroll_visible(animate=False)
+        self._show_selection()
+
+    def _show_selection(self) -> None:
         chosen = sum(v.selected for v in self.hunk_views)
-        self.query_one("#review-selection", Static).update(
-            f"{chosen} of {len(self.hunk_views)} hunks selected · y applies them, n rejects" if self.hunk_views else ""
-        )
+        total = len(self.hunk_views)
+        # Narrow terminals (80 columns) keep the title's room: the short form says the same.
+        wide = self.size.width >= NARROW_HEADER_WIDTH
+        line = (f"{chosen} of {total} hunks selected · y applies them, n rejects" if wide
+                else f"{chosen}/{total} selected · y/n")
+        self.query_one("#review-selection", Static).update(line if self.hunk_views else "")
 
     # -- actions --------------------------------------------------------------------------------
 

@@ -46,37 +46,68 @@ class StatusBar(Static):
     activity: reactive[str] = reactive("")
 
     def render(self) -> Text:
-        parts: list[tuple[str, str]] = []
+        # (text, style, priority): where the line is wider than the bar, the lowest priorities go first, so
+        # an 80-column terminal still shows the mode and the sandbox (what decides what the agent may do).
+        parts: list[tuple[str, str, int]] = []
         model = visible(self.model_name + (f" {self.quantization}" if self.quantization else ""), one_line=True)
-        parts.append((model, "bold"))
+        parts.append((model, "bold", KEPT))
         if self.threads:
-            parts.append((self.threads, "yellow" if "busy" in self.threads else ""))
+            parts.append((self.threads, "yellow" if "busy" in self.threads else "", 1))
         if self.context_limit:
             if 0 < self.context_allocated < self.context_limit:
                 parts.append((f"ctx {human_tokens(self.context_used)}/{human_tokens(self.context_allocated)} "
-                              f"(grows to {human_tokens(self.context_limit)})", ""))
+                              f"(grows to {human_tokens(self.context_limit)})", "", 5))
             else:
-                parts.append((f"ctx {human_tokens(self.context_used)}/{human_tokens(self.context_limit)}", ""))
-        parts.append((f"step {self.step}/{self.max_steps}", ""))
+                parts.append((f"ctx {human_tokens(self.context_used)}/{human_tokens(self.context_limit)}", "", 5))
+        parts.append((f"step {self.step}/{self.max_steps}", "", 4))
         if self.tokens_per_s is not None:
-            parts.append((f"{self.tokens_per_s:.1f} tok/s", ""))
+            parts.append((f"{self.tokens_per_s:.1f} tok/s", "", 2))
         if self.prefill is not None:
             done, total, eta = self.prefill
             pct = 100 * done // total if total else 0
             left = f" ~{human_seconds(eta)} left" if eta is not None else ""
-            parts.append((f"reading prompt {pct}% ({done}/{total}){left}", "bold yellow"))
-        parts.append((f"mode {self.mode}", "bold cyan" if self.mode != "ask" else ""))
+            parts.append((f"reading prompt {pct}% ({done}/{total}){left}", "bold yellow", 7))
+        parts.append((f"mode {self.mode}", "bold cyan" if self.mode != "ask" else "", KEPT))
         if self.reasoning:
-            parts.append((f"think {self.reasoning}", "" if self.reasoning == "on" else "bold"))
+            parts.append((f"think {self.reasoning}", "" if self.reasoning == "on" else "bold", 3))
         if self.sandboxed is not None:
-            parts.append(("sandbox on" if self.sandboxed else "sandbox OFF", "" if self.sandboxed else "bold red"))
+            parts.append(("sandbox on" if self.sandboxed else "sandbox OFF", "" if self.sandboxed else "bold red", KEPT))
         if self.external_changes:
-            parts.append((f"{self.external_changes} changed outside", "bold magenta"))
+            parts.append((f"{self.external_changes} changed outside", "bold magenta", 8))
         if self.activity:
-            parts.append((self.activity, "italic"))
+            parts.append((self.activity, "italic", 6))
+        parts = fit(parts, self.size.width)
         text = Text(no_wrap=True, overflow="ellipsis")
-        for i, (part, style) in enumerate(parts):
+        for i, (part, style, _) in enumerate(parts):
             if i:
-                text.append(" │ ", style="dim")
+                text.append(SEPARATOR, style="dim")
             text.append(part, style=style)
         return text
+
+
+KEPT = 100  # never dropped (the model's name may be shortened instead)
+SEPARATOR = " │ "
+MIN_MODEL = 12
+
+
+def fit(parts: list[tuple[str, str, int]], width: int) -> list[tuple[str, str, int]]:
+    """Drop the lowest-priority parts until the line fits `width`, then shorten the model's name (the first
+    part); a width of 0 (not laid out yet) keeps everything."""
+    def length(items: list[tuple[str, str, int]]) -> int:
+        return sum(len(t) for t, _, _ in items) + len(SEPARATOR) * max(0, len(items) - 1)
+
+    if width <= 0:
+        return parts
+    parts = list(parts)
+    while length(parts) > width:
+        droppable = [p for p in parts if p[2] < KEPT]
+        if not droppable:
+            break
+        parts.remove(min(droppable, key=lambda p: p[2]))
+    over = length(parts) - width
+    if over > 0 and parts:
+        name, style, priority = parts[0]
+        keep = max(MIN_MODEL, len(name) - over - 1)
+        if keep < len(name):
+            parts[0] = (name[:keep] + "…", style, priority)
+    return parts

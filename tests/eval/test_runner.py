@@ -245,17 +245,33 @@ def test_samples_run_each_task_n_times_with_their_own_seeds(tmp_path: Path, task
 
 def test_progress_shows_done_resolved_so_far_and_eta() -> None:
     stream = io.StringIO()
-    display = EvalProgressDisplay(stream, ["replay:a/frog.jsonl", "openai:http://h/v1#gemma"], parallel=2)
+    now = [100.0]
+    display = EvalProgressDisplay(stream, ["replay:a/frog.jsonl", "openai:http://h/v1#gemma"], parallel=2,
+                                  clock=lambda: now[0])
     for index, (task, model, outcome, wall) in enumerate([
         ("t1", "replay:a/frog.jsonl", "resolved", 40.0), ("t1", "openai:http://h/v1#gemma", "tests_fail", 20.0),
     ], start=1):
+        now[0] += 30.0
         result = JobResult(task_id=task, model=model, outcome=outcome, wall_s=wall)  # type: ignore[arg-type]
         display(EvalProgress("done", task, model, index, 8, result=result))
     last = stream.getvalue().splitlines()[-1]
-    # 6 jobs left, 30 s a job (the median), 2 at a time: 90 s.
-    assert last.endswith("· 2/8 done, resolved so far: replay:a/frog.jsonl 1/1, gemma 0/1, ETA 1m30s")
-    assert eta_seconds(6, [10.0, 50.0, 20.0], 3) == pytest.approx(40.0)
-    assert eta_seconds(5, [], 1) is None and eta_seconds(0, [], 1) == 0.0
+    # 2 jobs in the run's first 60 s, 6 left: 180 s at that pace (the jobs' own 40 s and 20 s do not enter).
+    assert last.endswith("· 2/8 done, resolved so far: replay:a/frog.jsonl 1/1, gemma 0/1, ETA 3m00s")
+    assert eta_seconds(6, 3, 120.0) == pytest.approx(240.0)
+    assert eta_seconds(5, 0, 10.0) is None and eta_seconds(0, 4, 10.0) == 0.0
+
+
+def test_eta_counts_kept_jobs_as_done_but_not_in_the_pace() -> None:
+    """A resumed run: the jobs kept from before are done, but took no time in this run."""
+    stream = io.StringIO()
+    now = [0.0]
+    display = EvalProgressDisplay(stream, ["replay:a.jsonl"], clock=lambda: now[0])
+    kept = JobResult(task_id="t1", model="replay:a.jsonl", outcome="resolved", wall_s=5.0)
+    display(EvalProgress("skip", "t1", "replay:a.jsonl", 1, 4, result=kept))
+    now[0] = 50.0
+    done = JobResult(task_id="t2", model="replay:a.jsonl", outcome="resolved", wall_s=50.0)
+    display(EvalProgress("done", "t2", "replay:a.jsonl", 2, 4, result=done))
+    assert stream.getvalue().splitlines()[-1].endswith("ETA 1m40s")  # 2 left at 50 s each
 
 
 def test_first_n_tasks_from_the_command_line(tmp_path: Path, task_set: Path) -> None:

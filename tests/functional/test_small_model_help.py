@@ -108,7 +108,7 @@ def test_writes_are_checked_only_for_python_and_only_compiled(capsys, tmp_path, 
     results = result.tool_results()
     assert results[0] == "Created good.py (2 lines)."
     assert "Warning: bad.py does not compile" in results[1] and "line 3: invalid syntax" in results[1]
-    assert results[2] == "Created notes.txt (1 lines)."
+    assert results[2] == "Created notes.txt (1 line)."
     assert "Warning: deep.py does not compile" in results[3]  # too nested: a one-line note, no crash
     assert (repo / "bad.py").read_text() == evil and not marker.exists()  # compiled, never run
 

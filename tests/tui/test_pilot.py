@@ -219,7 +219,7 @@ async def test_prompt_history_newline_and_completion(tui_app) -> None:
 
 async def test_status_bar_counts_prefill_and_external_changes(tui_app) -> None:
     app = tui_app("Hi.")
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=(160, 36)) as pilot:  # room for every field (narrower: the 80x24 test)
         await ready(pilot)
         status = app.main.status
         app.bridge.sink(PrefillEvent(done=512, total=2048))

@@ -62,5 +62,5 @@ class WriteTool(Tool[WriteArgs]):
                 path, shown, outcome.text or "")
         lines = args.content.count("\n") + (0 if args.content.endswith("\n") or not args.content else 1)
         verb = "Created" if old_text is None else "Replaced"
-        return f"{verb} {shown} ({lines} lines)." + python_syntax_note(path, shown, args.content)
+        return f"{verb} {shown} ({lines} line{'' if lines == 1 else 's'})." + python_syntax_note(path, shown, args.content)
 
