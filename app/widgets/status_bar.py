@@ -87,27 +87,32 @@ class StatusBar(Static):
 
 KEPT = 100  # never dropped (the model's name may be shortened instead)
 SEPARATOR = " │ "
+SHORT_MODEL = 24  # a long model name is cut to this before any field goes
 MIN_MODEL = 12
 
 
 def fit(parts: list[tuple[str, str, int]], width: int) -> list[tuple[str, str, int]]:
-    """Drop the lowest-priority parts until the line fits `width`, then shorten the model's name (the first
-    part); a width of 0 (not laid out yet) keeps everything."""
+    """Make the line fit `width`: shorten the model's name (the first part) to SHORT_MODEL, drop the
+    lowest-priority parts, then shorten the name down to MIN_MODEL; a width of 0 (not laid out yet) keeps
+    everything."""
     def length(items: list[tuple[str, str, int]]) -> int:
         return sum(len(t) for t, _, _ in items) + len(SEPARATOR) * max(0, len(items) - 1)
 
-    if width <= 0:
+    def shorten(items: list[tuple[str, str, int]], floor: int) -> None:
+        over = length(items) - width
+        name, style, priority = items[0]
+        keep = max(floor, len(name) - over - 1)
+        if over > 0 and keep < len(name):
+            items[0] = (name[:keep] + "…", style, priority)
+
+    if width <= 0 or not parts:
         return parts
     parts = list(parts)
+    shorten(parts, SHORT_MODEL)
     while length(parts) > width:
         droppable = [p for p in parts if p[2] < KEPT]
         if not droppable:
             break
         parts.remove(min(droppable, key=lambda p: p[2]))
-    over = length(parts) - width
-    if over > 0 and parts:
-        name, style, priority = parts[0]
-        keep = max(MIN_MODEL, len(name) - over - 1)
-        if keep < len(name):
-            parts[0] = (name[:keep] + "…", style, priority)
+    shorten(parts, MIN_MODEL)
     return parts
