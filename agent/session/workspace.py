@@ -16,6 +16,7 @@ from agent.core.events import AgentEvent, CompactionEvent, EventSink, ExternalCh
 from agent.checkout.gitcmd import shown
 from agent.checkout.journal import Journal, JournalError, UndoResult
 from agent.paths import private_git_dir, read_only_checkout, state_problem, unsuitable_folder
+from agent.core.compaction import estimate_tokens, next_prompt_tokens
 from agent.core.loop import AgentSession, Limits, Notes
 from agent.checkout.ignored import COMPILED, OutsideChanges, is_cache
 from agent.core.tools.readstate import ReadState
@@ -293,12 +294,15 @@ class Workspace:
         does not fit the largest context this session may use, so a compaction could only summarise it away
         (issue 40: an over-long paste was lost so). Counted with the model's own tokens; blocks while a run
         or preload holds the model (call it from a worker thread)."""
-        with self.session.exclusive():
-            budget = self.session.compactor.budget
-            try:
-                tokens = self.session.model.prompt_tokens([ChatMessage(role="user", content=text)], [])
+        s = self.session
+        with s.exclusive():
+            budget = s.compactor.budget
+            try:  # the message's share of a prompt that holds the system prompt and it (`base`: with ".")
+                whole = next_prompt_tokens(s.model, [s.messages[0], ChatMessage(role="user", content=text)], s.specs,
+                                           fresh=True)
+                tokens = whole - budget.base
             except ModelError:
-                tokens = (len(text) + 2) // 3
+                tokens = estimate_tokens(text)
         room = budget.free - budget.turn_reserve - budget.summary_reserve
         if tokens <= room:
             return None

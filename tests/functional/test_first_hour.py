@@ -95,7 +95,7 @@ def test_version_and_run_help():
     assert version.returncode == 0 and version.stdout.startswith("ribbit ")
     helped = ribbit_subprocess("run", "--help")
     text = " ".join(helped.stdout.split())
-    for option in ("--max-steps N stop after N", "--max-turn-tokens N stop when", "--context N context window",
+    for option in ("--max-steps N stop after N", "--max-turn-tokens N stop when", "--context N the largest context in tokens the conversation may grow to",
                    "--dry-run"):
         assert option in text, option
 
