@@ -33,15 +33,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from agent.checkout.caps import CapLimits, CommandCaps, cgroups_wanted
-from agent.checkout.git_credentials import CredentialMasks, Masked
-from agent.checkout.seccomp import filter_fd
-from agent.checkout.sandbox_config import SandboxSettings, hidden_paths, exposed_inside, expand, host_socket_paths, sandbox_env
+from agent.sandbox.caps import CapLimits, CommandCaps, cgroups_wanted
+from agent.sandbox.credentials import CredentialMasks, Masked
+from agent.sandbox.seccomp import filter_fd
+from agent.sandbox.config import SandboxSettings, hidden_paths, exposed_inside, expand, host_socket_paths, sandbox_env
 from agent.fs import CREATE_FLAGS, READ_FLAGS
 from agent.paths import home_dir
 
 if TYPE_CHECKING:
-    from agent.checkout.output_spool import Spool
+    from agent.sandbox.output_spool import Spool
 
 HEAD_BYTES = 256 * 1024
 TAIL_BYTES = 256 * 1024
@@ -102,7 +102,7 @@ class CommandRunner(Protocol):
 
 class _Capture:
     """Keeps the head and tail of a stream so a runaway command cannot exhaust memory; the whole
-    stream also goes to `spool` (a file Read can page through, agent.checkout.output_spool) when given."""
+    stream also goes to `spool` (a file Read can page through, agent.sandbox.output_spool) when given."""
 
     def __init__(self, spool: Spool | None = None) -> None:
         self.spool = spool
@@ -265,7 +265,7 @@ class LocalRunner:
         joining = self.caps.join()
         try:
             script = (
-                # Into the session's cgroup first (agent.checkout.caps): nothing runs before it is capped.
+                # Into the session's cgroup first (agent.sandbox.caps): nothing runs before it is capped.
                 joining.lines +
                 # The OOM killer takes a runaway command before ribbit and its model.
                 "{ echo 1000 > /proc/self/oom_score_adj; } 2>/dev/null\n" + fsize +
@@ -501,7 +501,7 @@ class BwrapRunner(LocalRunner):
         )
 
     def wrap(self, argv: list[str], cwd: Path, access: Access, fds: list[int] | None = None) -> list[str]:
-        """bwrap's command line; `fds`: what `prepared` yielded (the seccomp filter, agent.checkout.seccomp)."""
+        """bwrap's command line; `fds`: what `prepared` yielded (the seccomp filter, agent.sandbox.seccomp)."""
         view = self.view(access)
         args = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev"]
         args += self._scratch("/dev/shm", view.shm_bytes, "shm")
@@ -533,7 +533,7 @@ class BwrapRunner(LocalRunner):
         mounts += [Mount("--bind", p, src=p) for p in view.pinned]
         mounts += [Mount("--ro-bind", p, src=p) for p in view.git_protected]
         mounts += [Mount("--ro-bind", s, src=Path("/dev/null")) for s in view.sockets]
-        # Git's config files with credentials masked (agent.checkout.git_credentials), over the real ones.
+        # Git's config files with credentials masked (agent.sandbox.credentials), over the real ones.
         mounts += [Mount("--ro-bind", m.path, src=m.source) for m in view.masked]
         # Parents before children, so a later mount lands on top of (not under) an earlier one.
         mounts.sort(key=lambda m: len(m.dest.parts))
@@ -660,7 +660,7 @@ class Submodule:
 def read_submodules(root: Path) -> list[Submodule]:
     """The gitlinks (mode 160000) inside `root`, nested ones included, read once through gitcmd.
     Only the index is read: nothing a submodule's config names runs."""
-    from agent.checkout.gitcmd import GitError, GitRepo, find_repository, session_repo
+    from agent.git import GitError, GitRepo, find_repository, session_repo
 
     try:
         repo = session_repo(root) or find_repository(root)
@@ -914,7 +914,7 @@ def bwrap_works() -> tuple[bool, str]:
 def make_runner(
     root: Path, want_sandbox: bool = True, settings: SandboxSettings | None = None, *, model_bytes: int = 0,
 ) -> CommandRunner:
-    """`model_bytes`: what the loaded model keeps resident (agent.checkout.caps leaves it its room)."""
+    """`model_bytes`: what the loaded model keeps resident (agent.sandbox.caps leaves it its room)."""
     if want_sandbox and sandbox_available()[0]:
         kind = SandboxExecRunner if sys.platform == "darwin" else BwrapRunner
         return kind(root, settings, model_bytes=model_bytes)

@@ -3,9 +3,9 @@
 Snapshots never touch the user's index, HEAD, branches or stash: the journal keeps its own index
 (a temporary file) and only adds objects and private refs. A folder that is not a git repository
 gets a private git dir (under the user's state folder) whose work tree is that folder, so the
-same code serves both. Every git call goes through agent/checkout/gitcmd.py (nothing a config names runs).
+same code serves both. Every git call goes through agent/git.py (nothing a config names runs).
 How the work tree becomes a tree object (exact bytes, no filters, nested repositories and
-unstorable paths handled, never failing on a path the agent made): agent/checkout/snapshot.py.
+unstorable paths handled, never failing on a path the agent made): agent/undo/worktree.py.
 
 Refs: `refs/ribbit/<session>/<n>` is snapshot n of a session (0 = its start);
 `refs/ribbit/<session>/undone/<n>` keeps a step that /undo took back (so it is never lost);
@@ -34,7 +34,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from agent.fs import TEMP_SUFFIX, ApplyError, WriteObserver, atomic_symlink, atomic_write, remove_empty_dir, remove_file
-from agent.checkout.gitcmd import (
+from agent.git import (
     GitError,
     GitRepo,
     find_repository,
@@ -43,8 +43,8 @@ from agent.checkout.gitcmd import (
     remember_session_repo,
     shown,
 )
-from agent.checkout.ignored import OutsideChanges
-from agent.checkout.snapshot import Blocked, TreeEntry, WorkTreeIndex
+from agent.undo.ignored import OutsideChanges
+from agent.undo.worktree import Blocked, TreeEntry, WorkTreeIndex
 from agent.fs import DIR_FLAGS, READ_FLAGS, open_dir_confined
 from agent.paths import new_session_id, private_git_dir
 

@@ -90,7 +90,7 @@ class SandboxSettings(BaseModel):
     shm_size_mb: int = Field(256, ge=1, le=1 << 20)
     # What a session may write to the repository's disk (MiB; 0: no quota); unset: half the free space.
     write_quota_mb: int | None = Field(None, ge=0, le=1 << 30)
-    # Caps for each command (agent.checkout.caps; 0: none); unset memory_mb: RAM less the model and the desktop.
+    # Caps for each command (agent.sandbox.caps; 0: none); unset memory_mb: RAM less the model and the desktop.
     memory_mb: int | None = Field(None, ge=0, le=1 << 30)
     max_processes: int | None = Field(None, ge=0, le=1 << 22)
 
