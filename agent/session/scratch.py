@@ -1,11 +1,11 @@
 """A scratch project for `ribbit tour`: files written into a new folder and committed to a new git repository,
-as a user's own project would be (ribbit's git runs through agent.checkout.gitcmd, like every git command)."""
+as a user's own project would be (ribbit's git runs through agent.git, like every git command)."""
 
 from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
 
-from agent.checkout.gitcmd import GitError, run_git
+from agent.git import GitError, run_git
 
 _IDENTITY = {"GIT_AUTHOR_NAME": "ribbit tour", "GIT_AUTHOR_EMAIL": "tour@ribbit.invalid",
              "GIT_COMMITTER_NAME": "ribbit tour", "GIT_COMMITTER_EMAIL": "tour@ribbit.invalid"}
