@@ -87,16 +87,24 @@ class StatusBar(Static):
 
 KEPT = 100  # never dropped (the model's name may be shortened instead)
 SEPARATOR = " │ "
+MINOR = 4  # threads, tok/s, think on/off: the first to go
 SHORT_MODEL = 24  # a long model name is cut to this before any field goes
 MIN_MODEL = 12
 
 
 def fit(parts: list[tuple[str, str, int]], width: int) -> list[tuple[str, str, int]]:
-    """Make the line fit `width`: shorten the model's name (the first part) to SHORT_MODEL, drop the
-    lowest-priority parts, then shorten the name down to MIN_MODEL; a width of 0 (not laid out yet) keeps
-    everything."""
+    """Make the line fit `width`: drop the figures that matter least (below MINOR), shorten the model's name
+    (the first part) to SHORT_MODEL, drop the other parts by priority, then shorten the name down to
+    MIN_MODEL; a width of 0 (not laid out yet) keeps everything."""
     def length(items: list[tuple[str, str, int]]) -> int:
         return sum(len(t) for t, _, _ in items) + len(SEPARATOR) * max(0, len(items) - 1)
+
+    def drop(items: list[tuple[str, str, int]], below: int) -> None:
+        while length(items) > width:
+            droppable = [p for p in items if p[2] < below]
+            if not droppable:
+                return
+            items.remove(min(droppable, key=lambda p: p[2]))
 
     def shorten(items: list[tuple[str, str, int]], floor: int) -> None:
         over = length(items) - width
@@ -108,11 +116,8 @@ def fit(parts: list[tuple[str, str, int]], width: int) -> list[tuple[str, str, i
     if width <= 0 or not parts:
         return parts
     parts = list(parts)
+    drop(parts, MINOR)
     shorten(parts, SHORT_MODEL)
-    while length(parts) > width:
-        droppable = [p for p in parts if p[2] < KEPT]
-        if not droppable:
-            break
-        parts.remove(min(droppable, key=lambda p: p[2]))
+    drop(parts, KEPT)
     shorten(parts, MIN_MODEL)
     return parts
