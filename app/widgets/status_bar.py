@@ -94,30 +94,40 @@ MIN_MODEL = 12
 
 def fit(parts: list[tuple[str, str, int]], width: int) -> list[tuple[str, str, int]]:
     """Make the line fit `width`: drop the figures that matter least (below MINOR), shorten the model's name
-    (the first part) to SHORT_MODEL, drop the other parts by priority, then shorten the name down to
-    MIN_MODEL; a width of 0 (not laid out yet) keeps everything."""
-    def length(items: list[tuple[str, str, int]]) -> int:
-        return sum(len(t) for t, _, _ in items) + len(SEPARATOR) * max(0, len(items) - 1)
+    (the first part) to SHORT_MODEL, drop the other parts by priority, shorten the name down to MIN_MODEL,
+    then put back, most important first, what fits again; a width of 0 (not laid out yet) keeps all."""
+    Indexed = list[tuple[int, tuple[str, str, int]]]
 
-    def drop(items: list[tuple[str, str, int]], below: int) -> None:
+    def length(items: Indexed) -> int:
+        return sum(len(p[0]) for _, p in items) + len(SEPARATOR) * max(0, len(items) - 1)
+
+    def drop(items: Indexed, below: int) -> None:
         while length(items) > width:
-            droppable = [p for p in items if p[2] < below]
+            droppable = [item for item in items if item[1][2] < below]
             if not droppable:
                 return
-            items.remove(min(droppable, key=lambda p: p[2]))
+            items.remove(min(droppable, key=lambda item: item[1][2]))
 
-    def shorten(items: list[tuple[str, str, int]], floor: int) -> None:
+    def shorten(items: Indexed, floor: int) -> None:
         over = length(items) - width
-        name, style, priority = items[0]
+        index, (name, style, priority) = items[0]
         keep = max(floor, len(name) - over - 1)
         if over > 0 and keep < len(name):
-            items[0] = (name[:keep] + "…", style, priority)
+            items[0] = (index, (name[:keep] + "…", style, priority))
 
     if width <= 0 or not parts:
         return parts
-    parts = list(parts)
-    drop(parts, MINOR)
-    shorten(parts, SHORT_MODEL)
-    drop(parts, KEPT)
-    shorten(parts, MIN_MODEL)
-    return parts
+    everything: Indexed = list(enumerate(parts))
+    kept = list(everything)
+    drop(kept, MINOR)
+    shorten(kept, SHORT_MODEL)
+    drop(kept, KEPT)
+    shorten(kept, MIN_MODEL)
+    # A part dropped for room may fit again where a less important one went after it.
+    present = {index for index, _ in kept}
+    for item in sorted((i for i in everything if i[0] not in present), key=lambda item: -item[1][2]):
+        trial = sorted([*kept, item])
+        if length(trial) <= width:
+            kept = trial
+    whole = [(0, parts[0]), *kept[1:]]
+    return [part for _, part in (whole if length(whole) <= width else kept)]
