@@ -191,6 +191,35 @@ def check_specs(models: Sequence[str], task_ids: Sequence[str]) -> str | None:
     return problems[0] + more
 
 
+SHELL_WORDS = {"cd", "exit", "export", "set", "source", ".", "test", "[", "echo", "true", "false", "eval", "exec",
+               "(", "{", "if", "for", "while", "!"}
+
+
+def missing_programs(commands: Sequence[str]) -> str | None:
+    """The programs the tasks' test commands start that are not on PATH (a fresh Debian or Ubuntu has
+    `python3` and no `python`): one line, before any job runs, instead of every job's tests "not run"."""
+    import shlex
+    import shutil
+
+    missing: dict[str, str] = {}
+    for command in commands:
+        try:
+            words = shlex.split(command)
+        except ValueError:
+            continue  # the shell will say what is wrong with it, in the job's test log
+        words = [w for w in words if not (("=" in w) and w.split("=", 1)[0].isidentifier())] or [""]
+        program = words[0]
+        if program and program not in SHELL_WORDS and "/" not in program and "{" not in program \
+                and shutil.which(program) is None:
+            missing.setdefault(program, command)
+    if not missing:
+        return None
+    names = ", ".join(f"`{p}`" for p in missing)
+    return (f"the tasks' test commands need {names}, which {'is' if len(missing) == 1 else 'are'} not on PATH "
+            f"(e.g. {next(iter(missing.values()))}); run ribbit eval where they are (a virtual environment "
+            "with the tasks' test tools, active)")
+
+
 def demo_note(models: Sequence[str]) -> str | None:
     """A line when a candidate is the embedded demo model, which never uses the tools (it resolves nothing)."""
     from models.embedded import EMBEDDED_NAME, is_embedded
@@ -228,7 +257,8 @@ def eval_main(argv: list[str]) -> int:
     except ModelError as exc:
         print(f"ribbit eval: error: {exc}", file=sys.stderr)
         return 2
-    problem = check_specs(models, [t.id for t in tasks])
+    problem = check_specs(models, [t.id for t in tasks]) or missing_programs(
+        [c for t in tasks for c in t.test_commands])
     if problem is not None:
         print(f"ribbit eval: error: {visible(problem, one_line=True)}; nothing was run", file=sys.stderr)
         return 1

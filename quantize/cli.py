@@ -137,16 +137,11 @@ def run(args: argparse.Namespace) -> None:
     text: CalibrationText | None = None
     if args.calibrate is not None:  # checked before a conversion that may take minutes
         text = calibration_text(args.calibrate, args.calibrate_tokens)
-    if not out.parent.is_dir():
-        try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise QuantizeError(f"cannot make the output's folder: {exc.strerror or exc}", out.parent) from None
-        _say(f"made the folder {out.parent}")
     if from_gguf:
         source = gguf_source(src)
         if out.resolve() == src.resolve():
             raise QuantizeError("the output would overwrite SRC; name another with -o", out)
+        _make_folder(out)  # a checkpoint's conversion makes it once the checkpoint has been read
         if source.lossy_requantize:
             _say(f"warning: {src.name} is {source.file_type}: requantising it to {qtype} rounds rounded weights "
                  "again and loses quality (start from an F16/BF16 GGUF or the checkpoint where there is one)")
@@ -172,6 +167,14 @@ def run(args: argparse.Namespace) -> None:
         from quantize.verify import run_verify
 
         run_verify(out, None if from_gguf else src, _say)
+
+
+def _make_folder(out: Path) -> None:
+    """-o's folder, as `mkdir -p` would, once SRC has been found good."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise QuantizeError(f"cannot make the output's folder: {exc.strerror or exc}", out.parent) from None
 
 
 def _converted(res: ConvertResult) -> str:

@@ -12,7 +12,7 @@ import pytest
 
 from app.args import TUI_NO_REVIEW
 from app.cli import main
-from app.eval_cmd import check_specs, demo_note
+from app.eval_cmd import check_specs, demo_note, missing_programs
 from app.words import counted
 from models.embedded import EMBEDDED_NAME, demo_file_note, named_files
 from models.replay import ReplayModel
@@ -41,6 +41,26 @@ def test_check_specs_substitutes_each_task_and_reads_each_gguf(tmp_path: Path) -
     missing = check_specs([f"replay:{tmp_path}/{{task}}.jsonl"], ["a", "b"])
     assert missing is not None and "b.jsonl" in missing and "more" not in missing
     assert "fake.gguf" in (check_specs([str(tmp_path / "fake.gguf")], ["a"]) or "")
+
+
+def test_eval_refuses_test_commands_whose_program_is_not_on_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh Debian has `python3` and no `python`: the starter set's tests would all "not run"."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("bash", "git", "sh"):
+        (bin_dir / name).symlink_to(f"/usr/bin/{name}")
+    monkeypatch.setenv("PATH", str(bin_dir))
+    assert missing_programs(["true", "cd x && true", "git status"]) is None
+    line = missing_programs(["PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python -m pytest -rA tests", "python -m unittest"])
+    assert line is not None and "`python`" in line and "is not on PATH" in line
+    good = tmp_path / "good.jsonl"
+    good.write_text(json.dumps({"text": "nothing"}) + "\n")
+    out = tmp_path / "out"
+    code = main(["eval", str(STARTER), "--model", f"replay:{good}", "--out", str(out), "--no-sandbox"])
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and "`python`" in err and "nothing was run" in err and not out.exists()
 
 
 def test_eval_names_the_demo_model_as_one() -> None:
