@@ -551,6 +551,8 @@ class RibbitApp(App[int]):
         if message.error:
             await self.main.transcript.add_notice(message.error, "error")
         if message.refused:
+            if message.task is not None:
+                await self.main.transcript.withdraw_user(message.task)
             await self.main.transcript.add_notice(message.refused + "; your text is back in the prompt", "error")
             prompt = self.main.prompt
             if not prompt.text.strip() and message.task is not None:  # never over what the user typed since

@@ -60,6 +60,7 @@ def summarize_call(call: ToolCall) -> str:
 class UserMessage(Static):
     def __init__(self, text: str) -> None:
         super().__init__(Text(visible(text)), classes="user")
+        self.text = text
 
 
 class Notice(Static):
@@ -697,6 +698,13 @@ class Transcript(VerticalScroll):
     async def add_user(self, text: str) -> None:
         await self.end_turn()
         self._append(UserMessage(text))
+
+    async def withdraw_user(self, text: str) -> None:
+        """The latest prompt, when it is `text`, leaves the transcript: it was not sent (it is back in the
+        prompt box), and a refused 3,000-line paste is no history to scroll past."""
+        sent = self.query(UserMessage)
+        if sent and sent.last().text == text:
+            await sent.last().remove()
 
     async def add_notice(self, text: str, level: str = "info") -> None:
         await self.end_turn()

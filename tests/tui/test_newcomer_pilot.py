@@ -13,7 +13,7 @@ from rich.text import Text
 from agent.session import Limits
 from app.app import make_app
 from app.screens.review import EditReviewScreen
-from app.widgets.transcript import AssistantText, Notice, ToolCard
+from app.widgets.transcript import AssistantText, Notice, ToolCard, UserMessage
 from models.embedded import EMBEDDED_NAME
 from tests.conftest import xml_call
 from tests.tui.conftest import SIZE, idle, ready, send, wait_for
@@ -97,12 +97,14 @@ async def test_an_over_long_paste_is_refused_and_kept_in_the_prompt(tui_app, rep
         (refusal,) = notices(app, "error")
         assert "not sent" in refusal and "back in the prompt" in refusal and "\n" not in refusal.strip()
         assert app.main.prompt.text == "here is my log:\n" + paste.strip()  # nothing of the paste lost
+        assert not app.main.transcript.query(UserMessage)  # not sent: not in the transcript either
         assert [m.role for m in app.workspace.session.messages] == ["system"]  # the model never got it
         assert app.workspace.session.model.position == 0  # nothing generated, nothing compacted
 
         app.main.prompt.clear()
         await send(pilot, "read calc.py")  # a message that fits goes as usual
         await idle(pilot)
+        assert [u.text for u in app.main.transcript.query(UserMessage)] == ["read calc.py"]
         assert [m.role for m in app.workspace.session.messages][1:] == ["user", "assistant", "tool", "assistant"]
 
 
