@@ -203,7 +203,11 @@ def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: I
                   f"revokes): {visible(', '.join(allowed), one_line=True)}", file=sys.stderr)
         try:
             summary = run_interruptibly(workspace, task)
-            patch = workspace.patch()
+            try:
+                patch = workspace.patch()
+            except JournalError as exc:  # a full disk: no patch, but the start snapshot still holds the files
+                raise JournalError(f"{exc}; the files stay as the agent left them, `ribbit undo "
+                                   f"{workspace.journal.session_id}` puts them back") from None
         finally:
             workspace.close()  # stops the watcher thread (in-process callers run many sessions)
     except (SetupError, JournalError, ModelError, SessionError, OSError) as exc:

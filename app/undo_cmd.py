@@ -53,12 +53,14 @@ def undo_main(argv: list[str]) -> int:
             for info, _journal in listed:
                 when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.started))
                 state = "undone" if info.reverted else f"{info.steps} step(s)"
+                if info.cut_short:
+                    state += " + a last step not recorded (disk full, crash, or still running)"
                 names = [shown(visible(f, one_line=True)) for f in info.files[:6]]  # one escaping style: visible()'s
                 files = ", ".join(names) + (" ..." if len(info.files) > 6 else "") or "no files changed"
                 print(visible(f"{info.session_id}  {when}  {state}  {files}", one_line=True))  # agent-made names
             return 0
         if args.session is None:
-            pending = [pair for pair in listed if not pair[0].reverted and pair[0].steps > 0]
+            pending = [pair for pair in listed if not pair[0].reverted and (pair[0].steps > 0 or pair[0].cut_short)]
             if not pending:
                 raise JournalError("nothing to undo: no session that changed files is journaled here")
             info, journal = pending[-1]

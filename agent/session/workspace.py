@@ -145,6 +145,7 @@ class TaskReport:
         self.start_index = len(self.journal.snapshots) - 1
         self.start_runs = writable_runs(self.runner)
         self.journal.mark_outside_present()
+        self.journal.task_began()  # marked open now, while there is room (a step may fill the disk)
 
     def wrap(self, sink: EventSink) -> EventSink:
         self.known_repositories = self.journal.nested_repositories()  # the user's own, at the start
@@ -206,6 +207,7 @@ class TaskReport:
             sink(NoticeEvent(level="warning", text=f"changed files that run code on your machine later: {listed}{more}"))
         files = set(summary.files_changed) | {p for p in journal.agent_changed if not is_cache(p)} | set(outside)
         self.last = summary.model_copy(update={"files_changed": sorted(files)})
+        journal.task_ended()  # the open mark stays if the last step is still unrecorded
         return self.last
 
 

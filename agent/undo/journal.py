@@ -9,7 +9,9 @@ unstorable paths handled, never failing on a path the agent made): agent/undo/wo
 
 Refs: `refs/ribbit/<session>/<n>` is snapshot n of a session (0 = its start);
 `refs/ribbit/<session>/undone/<n>` keeps a step that /undo took back (so it is never lost);
-`refs/ribbit/<session>/reverted` marks a session that `ribbit undo SESSION` rolled back.
+`refs/ribbit/<session>/reverted` marks a session that `ribbit undo SESSION` rolled back;
+`refs/ribbit/<session>/open` is there while a task runs, and stays when its last step could not be
+recorded (a full disk, a crash): `ribbit undo` then also takes back what differs from the last snapshot.
 
 Undo restores exact bytes and modes. It first compares every file it would touch, on disk and
 through no link, with the snapshot it takes back, and refuses (naming the file, restoring
@@ -73,6 +75,9 @@ class UndoResult(BaseModel):
     kept: list[str] = []  # changed only by the user during the step: left as the user has them
     # Changed by the undone steps but with no earlier bytes in the journal (path, why): left as they are.
     not_restored: list[tuple[str, str]] = []
+    # Of those put back, the ones changed after the last recorded step (by a step the journal could not record,
+    # or by someone since: the two cannot be told apart in a later process).
+    unrecorded_step: list[str] = []
 
     def summary(self) -> str:
         parts = [f"undid session {self.session_id}" if self.undone == "session" else f"undid {self.undone} of session {self.session_id}"]
@@ -82,6 +87,9 @@ class UndoResult(BaseModel):
             parts.append("removed " + ", ".join(map(shown, self.deleted)))
         if self.kept:
             parts.append("kept your changes to " + ", ".join(map(shown, self.kept)))
+        if self.unrecorded_step:
+            parts.append("changed after the last recorded step (an unrecorded step's, or yours since), taken back too: "
+                         + ", ".join(map(shown, self.unrecorded_step)))
         if self.not_restored:
             parts.append("NOT restored: " + ", ".join(f"{shown(p)} ({why})" for p, why in self.not_restored))
         if not self.restored and not self.deleted and not self.not_restored:
@@ -95,6 +103,9 @@ class SessionInfo(BaseModel):
     steps: int  # snapshots after the start (steps that changed files)
     files: list[str]  # paths that differ between the session's start and its last snapshot
     reverted: bool
+    # A task of the session ended without its last step recorded (a full disk, a crash): undo also takes back
+    # what differs from the last snapshot now.
+    cut_short: bool = False
 
 
 # What is on disk at a path: a tree entry, nothing, a folder, something else, or no way there.
@@ -247,6 +258,31 @@ class Journal:
     def has_pending(self) -> bool:
         """Whether the last step could not be recorded (see record_step)."""
         return self._pending is not None
+
+    def task_began(self) -> None:
+        """Mark the session open while a task runs (`refs/ribbit/<session>/open`), written now, while there is
+        room: if a step then fills the disk (or ribbit dies) the mark stays, and `ribbit undo` in another
+        process knows the last step may not be recorded. Never raises (a notice when it cannot be written)."""
+        with self._lock:
+            if not self.snapshots:
+                return
+            try:
+                self._objects.run("update-ref", self._open_ref(self.session_id), self.snapshots[-1])
+            except GIT_ERRORS as exc:
+                self._notices.append(f"journal: could not mark the session open ({_one_line(exc)})")
+
+    def task_ended(self) -> None:
+        """The task is over: the open mark goes, unless its last step is still unrecorded. Never raises."""
+        with self._lock:
+            if self._pending is not None or not self.snapshots:
+                return
+            try:
+                self._objects.run("update-ref", "-d", self._open_ref(self.session_id))
+            except GIT_ERRORS:
+                pass  # the mark stays: undo also compares with the disk, which shows what was recorded
+
+    def _open_ref(self, session_id: str) -> str:
+        return f"{self.namespace}/{session_id}/open"
 
     def others_changed(self, foreign: Iterable[str], mixed: Iterable[str]) -> bool:
         """Changes someone else made since a step the journal could not record (a full disk): they join that
@@ -578,17 +614,65 @@ class Journal:
             raise JournalError(f"no ribbit session {shown(session_id)!r} in {self.kind} (recent: {known})")
         if self._ref_exists(f"{self.namespace}/{session_id}/reverted"):
             raise JournalError(f"session {session_id} was already undone")
-        if len(snapshots) < 2:
+        cut_short = self._ref_exists(self._open_ref(session_id)) and session_id != self._live_session()
+        if len(snapshots) < 2 and not cut_short:
             raise JournalError(f"nothing to undo: session {session_id} changed no files")
         scope = self._meta(snapshots[0]).get("scope", ".")
         if scope != self.scope:
             raise JournalError(f"session {session_id} ran in {self.top / scope}; run ribbit undo there")
-        result = self._restore(snapshots[0], snapshots[-1], snapshots[1:], undone="session", session_id=session_id)
+        if cut_short:
+            result = self._undo_cut_short(session_id, snapshots)
+        else:
+            result = self._restore(snapshots[0], snapshots[-1], snapshots[1:], undone="session", session_id=session_id)
         try:
             self._objects.run("update-ref", f"{self.namespace}/{session_id}/reverted", snapshots[-1])
+            if cut_short:
+                self._objects.run("update-ref", "-d", self._open_ref(session_id))
         except GIT_ERRORS as exc:
             raise JournalError(f"files restored, but the journal could not be updated: {_one_line(exc)}") from None
         return result
+
+    def _live_session(self) -> str | None:
+        """This journal's own session when it has one running (its open mark is its own, not a cut-short one)."""
+        return self.session_id if self.snapshots else None
+
+    def _undo_cut_short(self, session_id: str, snapshots: list[str]) -> UndoResult:
+        """`ribbit undo` of a session whose last task ended with a step unrecorded (its open mark stayed):
+        what the recorded steps changed and whatever differs from the last snapshot now go back to the
+        session's start. The disk's state is computed without writing to the journal (it may still be
+        full). Someone else's changes the recorded steps saw are kept; a change made after the last
+        recorded step cannot be told from the unrecorded step's, and is taken back with it (named)."""
+        target, latest = snapshots[0], snapshots[-1]
+        foreign: set[str] = set()
+        mixed: set[str] = set()
+        try:
+            before, recorded = self._entries(target), self._entries(latest)
+            changed = set(self._changed(target, latest)) if len(snapshots) > 1 else set()
+            for commit in snapshots[1:]:
+                meta = self._meta(commit)
+                foreign |= {self._from_root(p) for p in meta.get("foreign", [])}
+                mixed |= {self._from_root(p) for p in meta.get("mixed", [])}
+            self._worktree.assume_recorded(recorded)  # what the session recorded is looked at, ignored files too
+            now = self._worktree.state_now()
+        except GIT_ERRORS as exc:
+            raise JournalError(f"cannot read the files to undo session {session_id}: {_one_line(exc)}") from None
+        unrecorded, lost, not_restored = self._too_large(target, dict(self._worktree.unrecorded), before, foreign)
+        since = {p for p in set(recorded) | set(now) if recorded.get(p) != now.get(p)}
+        paths = sorted(
+            p for p in changed | since | set(unrecorded) if self._in_scope(p) and p not in foreign and p not in lost
+        )
+        plan = _UndoPlan(self, before, now, paths, expected=unrecorded)
+        problem = plan.check(mixed)
+        if problem:
+            raise JournalError(f"cannot undo: {problem}; nothing was restored")
+        restored, deleted = plan.run()
+        after_last = sorted(self._display(p) for p in since if p in set(restored) | set(deleted))
+        return UndoResult(
+            session_id=session_id, undone="session",
+            restored=[self._display(p) for p in restored], deleted=[self._display(p) for p in deleted],
+            kept=sorted(self._display(p) for p in changed if p in foreign), not_restored=not_restored,
+            unrecorded_step=after_last,
+        )
 
     # -- listing --------------------------------------------------------------------------------
 
@@ -600,6 +684,7 @@ class Journal:
         """Every session journaled in this repository, oldest first."""
         infos = []
         reverted = self._reverted()
+        still_open = self._marked("open")
         for sid, steps in self._refs().items():
             ordered = [steps[n] for n in sorted(steps)]
             try:
@@ -610,6 +695,7 @@ class Journal:
             infos.append(SessionInfo(
                 session_id=sid, started=started, steps=len(ordered) - 1,
                 files=[self._display(p) for p in files], reverted=sid in reverted,
+                cut_short=sid in still_open and sid not in reverted and sid != self._live_session(),
             ))
         infos.sort(key=lambda s: (s.started, s.session_id))
         return infos
@@ -869,10 +955,14 @@ class Journal:
         return sessions
 
     def _reverted(self) -> set[str]:
+        return self._marked("reverted")
+
+    def _marked(self, mark: str) -> set[str]:
+        """Sessions with `refs/ribbit/<session>/<mark>`."""
         out = self._objects.text("for-each-ref", "--format=%(refname)", self.namespace + "/")
         return {
             line[len(self.namespace) + 1:].split("/")[0]
-            for line in out.splitlines() if line.endswith("/reverted")
+            for line in out.splitlines() if line.endswith("/" + mark)
         }
 
     def _ref_exists(self, ref: str) -> bool:

@@ -132,6 +132,11 @@ class WorkTreeIndex:
             self._tree = self.objects.text("write-tree", env=self._index_env()).strip()
         return self._tree
 
+    def assume_recorded(self, entries: dict[str, TreeEntry]) -> None:
+        """Start from a snapshot's entries (a later process undoing a session): the paths it holds are
+        looked at by the next scan, git-ignored ones too, as if this index had recorded them."""
+        self._known = dict(entries)
+
     def state_now(self) -> dict[str, TreeEntry]:
         """The entries the work tree would be recorded with now, computed without writing to the object
         store or an index (for an undo when the disk is full)."""
