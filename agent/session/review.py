@@ -149,6 +149,7 @@ class ReviewSession:
                 model, work_root, mode="review", approver=RejectAll(), sink=sink, limits=limits,
                 no_sandbox=no_sandbox, watch=False, journal_namespace=REVIEW_NAMESPACE, reasoning=reasoning,
             )
+            self.workspace.journal.keep_every_file()  # what is reviewed and applied comes from the snapshot
         except BaseException:
             self.close()
             raise

@@ -450,6 +450,8 @@ def open_workspace(
     if read_only is not None and mode != "plan":
         raise SetupError(read_only)
     journal = Journal(root, namespace=journal_namespace) if journal_namespace else Journal(root)
+    if isinstance(base_runner, LocalRunner):
+        journal.limit_store(base_runner.quota)  # the journal's copies of what commands wrote count too
     swept = journal.sweep_temp_files()
     if resume is not None:
         journal.adopt(resume.session_id)  # undo goes on where the session left off

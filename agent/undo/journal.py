@@ -30,7 +30,8 @@ import stat
 import tempfile
 import threading
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -46,8 +47,8 @@ from agent.git import (
     shown,
 )
 from agent.undo.ignored import OutsideChanges
-from agent.undo.worktree import Blocked, TreeEntry, WorkTreeIndex
-from agent.fs import DIR_FLAGS, READ_FLAGS, open_dir_confined
+from agent.undo.worktree import NEW_FILE_COPY_LIMIT, Blocked, StoreQuota, TreeEntry, WorkTreeIndex
+from agent.fs import DIR_FLAGS, READ_FLAGS, open_dir_confined, open_regular
 from agent.paths import new_session_id, private_git_dir
 
 RIBBIT_IDENTITY = {
@@ -204,6 +205,8 @@ class Journal:
                 }
                 if unrecorded:
                     meta["unrecorded"] = unrecorded
+                if index.uncopied:  # of those, the files the patch reads from disk
+                    meta["uncopied"] = sorted(self._display(p) for p in index.uncopied)
                 if modes:
                     meta["modes"] = modes
                 parent = ["-p", self.snapshots[-1]] if self.snapshots else []
@@ -258,6 +261,16 @@ class Journal:
     def has_pending(self) -> bool:
         """Whether the last step could not be recorded (see record_step)."""
         return self._pending is not None
+
+    def limit_store(self, quota: StoreQuota) -> None:
+        """What a step's snapshot copies counts against the session's write quota; past what is left, the
+        journal copies no more (the quota is then reached and the session's commands stopped)."""
+        self._worktree.quota = quota
+
+    def keep_every_file(self) -> None:
+        """Copy every file a step makes, whatever its size (review's throwaway worktree: what is reviewed
+        comes from the snapshot, never from the disk again)."""
+        self._worktree.copy_everything = True
 
     def task_began(self) -> None:
         """Mark the session open while a task runs (`refs/ribbit/<session>/open`), written now, while there is
@@ -414,13 +427,72 @@ class Journal:
         if not self.snapshots:
             return ""
         current = self.snapshot("end")
-        ignored = self.ignored_paths()
-        if not ignored:
-            return self.diff(self.snapshots[start], current)
-        paths = [p for p in self.changed_between(self.snapshots[start], current) if p not in ignored]
-        return "".join(self.diff(self.snapshots[start], current, paths[i:i + PATCH_PATHS]) for i in range(0, len(paths), PATCH_PATHS))
+        with self._with_uncopied(current) as (end, env):
+            ignored = self.ignored_paths()
+            if not ignored:
+                return self.diff(self.snapshots[start], end, env=env)
+            try:
+                paths = [self._display(p) for p in self._changed(self.snapshots[start], end, env=env) if self._display(p) not in ignored]
+            except GIT_ERRORS as exc:
+                raise JournalError(f"cannot read the journal: {_one_line(exc)}") from None
+            return "".join(
+                self.diff(self.snapshots[start], end, paths[i:i + PATCH_PATHS], env=env) for i in range(0, len(paths), PATCH_PATHS)
+            )
 
-    def diff(self, a: str, b: str, paths: Iterable[str] | None = None) -> str:
+    @contextmanager
+    def _with_uncopied(self, commit: str) -> Iterator[tuple[str, dict[str, str]]]:
+        """`commit`'s tree with the files its scan did not copy (uncopied) read from disk now, in a temporary
+        object store that is gone afterwards (the journal does not grow): (tree, the env that reads it)."""
+        rels = sorted(self._worktree.uncopied)
+        if not rels:
+            yield commit, {}
+            return
+        scratch = Path(tempfile.mkdtemp(prefix="patch-", dir=self._index_dir))
+        try:
+            try:
+                objects = Path(self._objects.text("rev-parse", "--git-path", "objects").strip())
+                env = {
+                    "GIT_OBJECT_DIRECTORY": str(scratch / "objects"),
+                    "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(objects if objects.is_absolute() else self._objects.work_tree / objects),
+                }
+                (scratch / "objects").mkdir()
+                index_env = {**env, "GIT_INDEX_FILE": str(scratch / "index")}
+                records = []
+                for rel in rels:
+                    entry = self._hash_from_disk(rel, env)
+                    if entry is not None:
+                        records.append(f"{entry.mode} {entry.sha}\t".encode() + os.fsencode(rel) + b"\0")
+                self._objects.run("read-tree", commit, env=index_env)
+                if records:
+                    self._objects.run("update-index", "-z", "--index-info", input=b"".join(records), env=index_env)
+                tree = self._objects.text("write-tree", env=index_env).strip()
+            except GIT_ERRORS as exc:
+                raise JournalError(f"cannot compute the session's patch: {_one_line(exc)}") from None
+            yield tree, env
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _hash_from_disk(self, rel: str, env: dict[str, str]) -> TreeEntry | None:
+        """A top-relative file's exact bytes into the object store `env` names, reached without links; None
+        when it is no longer a regular file there."""
+        parent, _, name = rel.rpartition("/")
+        try:
+            dir_fd = open_dir_confined(self.top, parent) if parent else os.open(self.top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                fd, info = open_regular(name, dir_fd=dir_fd)
+            finally:
+                os.close(dir_fd)
+        except OSError:
+            return None
+        try:
+            sha = self._objects.text(
+                "hash-object", "-w", "--no-filters", "--stdin-paths", input=f"/dev/fd/{fd}\n".encode(), pass_fds=[fd], env=env,
+            ).strip()
+        finally:
+            os.close(fd)
+        return TreeEntry("100755" if info.st_mode & stat.S_IXUSR else "100644", sha)
+
+    def diff(self, a: str, b: str, paths: Iterable[str] | None = None, *, env: dict[str, str] | None = None) -> str:
         """`git diff --binary` between two journal commits, paths relative to the folder ribbit runs in.
 
         Text keeps undecodable bytes as surrogates (os.fsdecode), so it encodes back exactly."""
@@ -430,7 +502,7 @@ class Journal:
         try:
             out = self._objects.text(
                 "-c", "core.quotePath=off", "diff", "--binary", "--no-color", "--no-ext-diff", "--no-textconv",
-                "--no-renames", a, b, "--", *limit, env={"GIT_LITERAL_PATHSPECS": "1"},
+                "--no-renames", a, b, "--", *limit, env={"GIT_LITERAL_PATHSPECS": "1", **(env or {})},
             )
         except GIT_ERRORS as exc:
             raise JournalError(f"cannot compute the session's patch: {_one_line(exc)}") from None
@@ -461,7 +533,8 @@ class Journal:
             return []
         try:
             now = self.tree_now()
-            return [self._display(p) for p in self._changed(self.snapshots[0], now)]
+            changed = set(self._changed(self.snapshots[0], now)) | {p for p in self._worktree.uncopied if self._in_scope(p)}
+            return [self._display(p) for p in sorted(changed)]
         except GIT_ERRORS as exc:
             raise JournalError(f"cannot read the journal: {_one_line(exc)}") from None
 
@@ -690,6 +763,7 @@ class Journal:
             try:
                 started = self._commit_time(ordered[0])
                 files = self._changed(ordered[0], ordered[-1]) if len(ordered) > 1 else []
+                files = sorted(set(files) | {self._from_root(p) for p in self._meta(ordered[-1]).get("uncopied", [])})
             except GIT_ERRORS:
                 continue
             infos.append(SessionInfo(
@@ -753,13 +827,19 @@ class Journal:
         the user is told of them."""
         unrecorded = dict(now)
         lost: list[str] = []
+        same: list[str] = []  # not copied at the target, and the disk still shows them so: nothing to put back
         for p, then in self._unrecorded(target).items():
             if p in foreign or not self._in_scope(p):
                 continue
             if unrecorded.get(p) != then:
-                lost.append(p)
+                (same if p not in unrecorded and self._stat_is(p, then) else lost).append(p)
             unrecorded.pop(p, None)
-        not_restored = [(self._display(p), "too large to record; no earlier copy in the journal") for p in sorted(lost)]
+        uncopied = {self._from_root(p) for p in self._meta(target).get("uncopied", [])}
+        not_restored = [
+            (self._display(p), f"a file a step made, over {NEW_FILE_COPY_LIMIT >> 20} MiB or past the write quota: the "
+             "journal kept no copy of this version" if p in uncopied else "too large to record; no earlier copy in the journal")
+            for p in sorted(lost)
+        ]
         if lost:
             # Its bytes may be in a file the step made (`mv data.csv x.csv`): such a file is left, not removed.
             for p in sorted(q for q in unrecorded if q not in before):
@@ -767,7 +847,7 @@ class Journal:
                 not_restored.append((self._display(p), "too large to record; left in place: it may hold what was lost"))
         for p in [q for q in unrecorded if q in foreign or not self._in_scope(q)]:
             del unrecorded[p]
-        return unrecorded, lost, not_restored
+        return unrecorded, lost + same, not_restored
 
     def _unrecorded(self, commit: str) -> dict[str, tuple[int, int]]:
         """The top-relative files a snapshot could not record, with (size, mtime_ns) as they were."""
@@ -883,10 +963,10 @@ class Journal:
 
     # -- git plumbing ---------------------------------------------------------------------------
 
-    def _changed(self, a: str, b: str) -> list[str]:
+    def _changed(self, a: str, b: str, *, env: dict[str, str] | None = None) -> list[str]:
         out = self._objects.out(
             "diff", "--name-only", "--no-renames", "--no-ext-diff", "--no-textconv", "-z", a, b, "--", self.scope,
-            env={"GIT_LITERAL_PATHSPECS": "1"},
+            env={"GIT_LITERAL_PATHSPECS": "1", **(env or {})},
         )
         return [os.fsdecode(p) for p in out.split(b"\0") if p]
 

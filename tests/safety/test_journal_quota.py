@@ -79,3 +79,80 @@ def test_a_step_that_fills_the_disk_is_undone_by_ribbit_undo(tmp_path: Path) -> 
     assert seen["files"] == [".git", "calc.py", "notes.txt"], seen["files"]
     assert "notes.txt" in undo["out"] and "fill.bin" in undo["out"]
     assert seen["again"]["code"] == 1 and "nothing to undo" in seen["again"]["err"]  # undone once, listed as undone
+
+
+MiB = 1 << 20
+
+
+def git_size(repo: Path) -> int:
+    return sum(p.stat().st_size for p in (repo / ".git").rglob("*") if p.is_file())
+
+
+def quota(mib: int) -> None:
+    """The quota measures the whole disk's free space while a command runs: the issue's 20 MiB with 4 MiB of
+    room for whatever else writes to the test machine's disk meanwhile."""
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "ribbit"  # the test's own (tests/conftest.py isolated_state)
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "sandbox.toml").write_text(f"write_quota_mb = {mib}\n")
+
+
+def test_rewriting_big_files_cannot_grow_the_journal_past_the_quota(repo: Path, tmp_path: Path) -> None:
+    """Hole 7: deleting and rewriting 15 MiB random files under a 20 MiB quota grew .git by 60 MiB (here 24): a
+    command that deletes gives its room back, and the journal's copies were counted nowhere. Now they
+    count: the first rewrite's copy takes the session to 30 MiB, and every command after it is stopped.
+    .git grows by one copy, not four; `ribbit undo` still puts the user's file back."""
+    from tests.conftest import git, xml_call
+    from tests.safety.cli import ribbit_cli, write_replay
+
+    quota(24)
+    data = os.urandom(15 * MiB)
+    (repo / "data.bin").write_bytes(data)
+    git(repo, "add", "data.bin")
+    git(repo, "commit", "-q", "-m", "data")
+    before = git_size(repo)
+    turns = [xml_call("Bash", command=command) for n in range(1, 5) for command in (
+        f"rm data.bin && echo deleted {n}", f"head -c 15M /dev/urandom > data.bin && echo rewritten {n}",
+    )]
+    run = ribbit_cli(tmp_path, repo, write_replay(tmp_path / "r.jsonl", *turns, "done"), "--mode", "full-auto")
+    run.assert_clean_exit(0)
+    results = run.tool_results()
+    assert results[:2] == ["deleted 1", "rewritten 1"], results
+    assert all("write quota" in r and "deleted" not in r and "rewritten" not in r for r in results[2:8]), results
+    grown = git_size(repo) - before
+    assert grown <= 24 * MiB, grown / MiB  # was 60 MiB
+    session = run.err.split("ribbit: session ", 1)[1].split()[0]
+    undo = subprocess.run([sys.executable, "-m", "app.cli", "undo", session, "--repo", str(repo)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert undo.returncode == 0, undo.stderr
+    assert (repo / "data.bin").read_bytes() == data
+
+
+def test_big_files_a_step_creates_are_not_copied_and_the_patch_still_has_them(repo: Path, tmp_path: Path) -> None:
+    """Hole 7's other half (and hole 10's 60 MB file): a file a step creates needs no copy to be undone.
+    Four steps each making a new 15 MiB random file (each deleted again by the next step) add almost
+    nothing to .git and stay within the quota; the patch `ribbit run` prints, read from disk, rebuilds
+    the last one byte for byte; `ribbit undo` removes it."""
+    from tests.conftest import git, xml_call
+    from tests.safety.cli import ribbit_cli, write_replay
+
+    quota(24)
+    before = git_size(repo)
+    turns = [xml_call("Bash", command=command) for n in range(1, 5) for command in (
+        "rm -f new*.bin && echo deleted", f"head -c 15M /dev/urandom > new{n}.bin && echo made {n}",
+    )]
+    run = ribbit_cli(tmp_path, repo, write_replay(tmp_path / "r.jsonl", *turns, "done"), "--mode", "full-auto")
+    run.assert_clean_exit(0)
+    assert run.tool_results()[:8] == ["deleted", "made 1", "deleted", "made 2", "deleted", "made 3", "deleted", "made 4"]
+    assert git_size(repo) - before < 1 * MiB  # was 60 MiB
+    made = (repo / "new4.bin").read_bytes()
+    assert run.stdout.count(b"diff --git") == 1 and b"GIT binary patch" in run.stdout
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(repo), str(clone))
+    (tmp_path / "p.diff").write_bytes(run.stdout)
+    git(clone, "apply", str(tmp_path / "p.diff"))
+    assert (clone / "new4.bin").read_bytes() == made
+    session = run.err.split("ribbit: session ", 1)[1].split()[0]
+    undo = subprocess.run([sys.executable, "-m", "app.cli", "undo", session, "--repo", str(repo)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert undo.returncode == 0, undo.stderr
+    assert not list(repo.glob("new*.bin"))
