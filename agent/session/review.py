@@ -134,6 +134,7 @@ class ReviewSession:
         self.root = check_repo(root)
         self.sink = sink
         self.live = Journal(self.root)
+        self.live.keep_every_file()  # the applied patch printed at the end comes from its snapshots
         self.live.sweep_temp_files()
         self.base = self.live.snapshot("review start")
         self._folder = Path(tempfile.mkdtemp(prefix="review-", dir=_worktree_home())).resolve()

@@ -521,11 +521,19 @@ class Journal:
             raise JournalError(f"cannot read {shown(rel)} from the journal: {_one_line(exc)}") from None
 
     def changed_between(self, a: str, b: str) -> list[str]:
-        """Root-relative paths that differ between two journal commits."""
+        """Root-relative paths that differ between two journal commits, the files `b` did not copy (a step
+        made them) included unless `a` held them as they are."""
         try:
-            return [self._display(p) for p in self._changed(a, b)]
+            changed = set(self._changed(a, b)) | self._uncopied_since(a, b)
         except GIT_ERRORS as exc:
             raise JournalError(f"cannot read the journal: {_one_line(exc)}") from None
+        return [self._display(p) for p in sorted(changed)]
+
+    def _uncopied_since(self, a: str, b: str) -> set[str]:
+        """Top-relative files commit `b` did not copy whose (size, mtime) `a` did not hold already."""
+        before = self._unrecorded(a)
+        after = self._unrecorded(b)
+        return {p for p in (self._from_root(q) for q in self._meta(b).get("uncopied", [])) if after.get(p) != before.get(p)}
 
     def changed_since_start(self) -> list[str]:
         """Root-relative paths that differ between the session's start and the working tree now."""

@@ -156,3 +156,19 @@ def test_big_files_a_step_creates_are_not_copied_and_the_patch_still_has_them(re
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert undo.returncode == 0, undo.stderr
     assert not list(repo.glob("new*.bin"))
+
+
+def test_a_big_new_file_that_runs_later_is_still_named(repo: Path, tmp_path: Path) -> None:
+    """Not copying a big new file must not hide it: a 2 MiB `conftest.py` a command writes (pytest runs it
+    on the user's machine later) is named at the end of the task and is in the patch."""
+    from tests.conftest import xml_call
+    from tests.safety.cli import ribbit_cli, write_replay
+
+    command = "python3 -c \"open('conftest.py', 'w').write('# pad\\n' * 400000 + 'print(1)\\n')\" && echo written"
+    run = ribbit_cli(tmp_path, repo, write_replay(tmp_path / "r.jsonl", xml_call("Bash", command=command), "done"),
+                     "--mode", "full-auto")
+    run.assert_clean_exit(0)
+    assert (repo / "conftest.py").stat().st_size > 2 * MiB
+    warning = [line for line in run.err.splitlines() if "run code on your machine later" in line]
+    assert warning and "conftest.py" in warning[0], run.err[-2000:]
+    assert b"+++ b/conftest.py" in run.stdout and run.stdout.count(b"+# pad") == 400000
