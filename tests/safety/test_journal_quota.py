@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from tests.safety.cli import ROOT
 
@@ -88,23 +89,52 @@ def git_size(repo: Path) -> int:
     return sum(p.stat().st_size for p in (repo / ".git").rglob("*") if p.is_file())
 
 
-def quota(mib: int) -> None:
-    """The quota measures the whole disk's free space while a command runs: the issue's 20 MiB with 4 MiB of
-    room for whatever else writes to the test machine's disk meanwhile."""
-    config = Path(os.environ["XDG_CONFIG_HOME"]) / "ribbit"  # the test's own (tests/conftest.py isolated_state)
-    config.mkdir(parents=True, exist_ok=True)
-    (config / "sandbox.toml").write_text(f"write_quota_mb = {mib}\n")
+def on_own_disk(tmp_path: Path, scenario: str, quota_mb: int) -> dict[str, Any]:
+    """Run `scenario` (a function below) in a user and mount namespace of its own (no privilege needed),
+    its repository on a 256 MiB tmpfs: the write quota measures free space, and on a disk shared with
+    other programs their writes would count too. Returns what the scenario saw."""
+    config = tmp_path / "config"
+    (config / "ribbit").mkdir(parents=True)
+    (config / "ribbit" / "sandbox.toml").write_text(f"write_quota_mb = {quota_mb}\n")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    code = (f"import sys; from tests.safety.test_journal_quota import {scenario}; "
+            f"{scenario}(__import__('pathlib').Path(sys.argv[1]), __import__('pathlib').Path(sys.argv[2]))")
+    proc = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", sys.executable, "-c", code, str(disk), str(tmp_path)],
+        capture_output=True, text=True, cwd=ROOT, timeout=400,
+        env=dict(os.environ, XDG_CONFIG_HOME=str(config), PYTHONPATH=str(ROOT)),
+    )
+    assert proc.returncode == 0 and "RESULT " in proc.stdout, proc.stderr[-3000:]
+    return json.loads(proc.stdout.split("RESULT ", 1)[1])  # type: ignore[no-any-return]
 
 
-def test_rewriting_big_files_cannot_grow_the_journal_past_the_quota(repo: Path, tmp_path: Path) -> None:
-    """Hole 7: deleting and rewriting 15 MiB random files under a 20 MiB quota grew .git by 60 MiB (here 24): a
-    command that deletes gives its room back, and the journal's copies were counted nowhere. Now they
-    count: the first rewrite's copy takes the session to 30 MiB, and every command after it is stopped.
-    .git grows by one copy, not four; `ribbit undo` still puts the user's file back."""
+def _fresh_repo(disk: Path) -> Path:
+    from tests.conftest import git
+
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", str(disk)], check=True)
+    repo = disk / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "test@example.com")
+    git(repo, "config", "user.name", "Test")
+    (repo / "calc.py").write_text("x = 1\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "init")
+    return repo
+
+
+def _ribbit_undo(repo: Path, session: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "app.cli", "undo", session, "--repo", str(repo)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+
+
+def rewrite_scenario(disk: Path, tmp: Path) -> None:
+    """Inside on_own_disk: a tracked 15 MiB random file, then four steps deleting it and four rewriting it."""
     from tests.conftest import git, xml_call
     from tests.safety.cli import ribbit_cli, write_replay
 
-    quota(24)
+    repo = _fresh_repo(disk)
     data = os.urandom(15 * MiB)
     (repo / "data.bin").write_bytes(data)
     git(repo, "add", "data.bin")
@@ -113,49 +143,67 @@ def test_rewriting_big_files_cannot_grow_the_journal_past_the_quota(repo: Path, 
     turns = [xml_call("Bash", command=command) for n in range(1, 5) for command in (
         f"rm data.bin && echo deleted {n}", f"head -c 15M /dev/urandom > data.bin && echo rewritten {n}",
     )]
-    run = ribbit_cli(tmp_path, repo, write_replay(tmp_path / "r.jsonl", *turns, "done"), "--mode", "full-auto")
+    run = ribbit_cli(tmp, repo, write_replay(tmp / "r.jsonl", *turns, "done"), "--mode", "full-auto")
     run.assert_clean_exit(0)
-    results = run.tool_results()
+    seen: dict[str, Any] = {"results": run.tool_results(), "grown": git_size(repo) - before, "err": run.err}
+    undo = _ribbit_undo(repo, run.err.split("ribbit: session ", 1)[1].split()[0])
+    seen["undo"] = [undo.returncode, undo.stdout, undo.stderr]
+    seen["restored"] = (repo / "data.bin").read_bytes() == data
+    print("RESULT " + json.dumps(seen))
+
+
+def test_rewriting_big_files_cannot_grow_the_journal_past_the_quota(tmp_path: Path) -> None:
+    """Hole 7: deleting and rewriting 15 MiB random files under a 20 MiB quota grew .git by 60 MiB: a
+    command that deletes gives its room back, and the journal's copies were counted nowhere. Now they
+    count: the first rewrite's copy takes the session to 30 MiB, and every command after it is stopped.
+    .git grows by one copy, not four; `ribbit undo` still puts the user's file back."""
+    seen = on_own_disk(tmp_path, "rewrite_scenario", quota_mb=20)
+    results = seen["results"]
     assert results[:2] == ["deleted 1", "rewritten 1"], results
     assert all("write quota" in r and "deleted" not in r and "rewritten" not in r for r in results[2:8]), results
-    grown = git_size(repo) - before
-    assert grown <= 24 * MiB, grown / MiB  # was 60 MiB
-    session = run.err.split("ribbit: session ", 1)[1].split()[0]
-    undo = subprocess.run([sys.executable, "-m", "app.cli", "undo", session, "--repo", str(repo)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert undo.returncode == 0, undo.stderr
-    assert (repo / "data.bin").read_bytes() == data
+    assert seen["grown"] <= 20 * MiB, seen["grown"] / MiB  # was 60 MiB
+    assert seen["undo"][0] == 0, seen["undo"]
+    assert seen["restored"]
 
 
-def test_big_files_a_step_creates_are_not_copied_and_the_patch_still_has_them(repo: Path, tmp_path: Path) -> None:
-    """Hole 7's other half (and hole 10's 60 MB file): a file a step creates needs no copy to be undone.
-    Four steps each making a new 15 MiB random file (each deleted again by the next step) add almost
-    nothing to .git and stay within the quota; the patch `ribbit run` prints, read from disk, rebuilds
-    the last one byte for byte; `ribbit undo` removes it."""
+def new_files_scenario(disk: Path, tmp: Path) -> None:
+    """Inside on_own_disk: four steps each making a new 15 MiB random file, each deleted by the next."""
     from tests.conftest import git, xml_call
     from tests.safety.cli import ribbit_cli, write_replay
 
-    quota(24)
+    repo = _fresh_repo(disk)
     before = git_size(repo)
     turns = [xml_call("Bash", command=command) for n in range(1, 5) for command in (
         "rm -f new*.bin && echo deleted", f"head -c 15M /dev/urandom > new{n}.bin && echo made {n}",
     )]
-    run = ribbit_cli(tmp_path, repo, write_replay(tmp_path / "r.jsonl", *turns, "done"), "--mode", "full-auto")
+    run = ribbit_cli(tmp, repo, write_replay(tmp / "r.jsonl", *turns, "done"), "--mode", "full-auto")
     run.assert_clean_exit(0)
-    assert run.tool_results()[:8] == ["deleted", "made 1", "deleted", "made 2", "deleted", "made 3", "deleted", "made 4"]
-    assert git_size(repo) - before < 1 * MiB  # was 60 MiB
-    made = (repo / "new4.bin").read_bytes()
-    assert run.stdout.count(b"diff --git") == 1 and b"GIT binary patch" in run.stdout
-    clone = tmp_path / "clone"
-    git(tmp_path, "clone", "-q", str(repo), str(clone))
-    (tmp_path / "p.diff").write_bytes(run.stdout)
-    git(clone, "apply", str(tmp_path / "p.diff"))
-    assert (clone / "new4.bin").read_bytes() == made
-    session = run.err.split("ribbit: session ", 1)[1].split()[0]
-    undo = subprocess.run([sys.executable, "-m", "app.cli", "undo", session, "--repo", str(repo)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert undo.returncode == 0, undo.stderr
-    assert not list(repo.glob("new*.bin"))
+    seen: dict[str, Any] = {"results": run.tool_results(), "grown": git_size(repo) - before}
+    seen["diffs"] = run.stdout.count(b"diff --git")
+    seen["binary"] = b"GIT binary patch" in run.stdout
+    clone = tmp / "clone"
+    git(tmp, "clone", "-q", str(repo), str(clone))
+    (tmp / "p.diff").write_bytes(run.stdout)
+    git(clone, "apply", str(tmp / "p.diff"))
+    seen["applied_same"] = (clone / "new4.bin").read_bytes() == (repo / "new4.bin").read_bytes()
+    undo = _ribbit_undo(repo, run.err.split("ribbit: session ", 1)[1].split()[0])
+    seen["undo"] = [undo.returncode, undo.stdout, undo.stderr]
+    seen["left"] = sorted(p.name for p in repo.glob("new*.bin"))
+    print("RESULT " + json.dumps(seen))
+
+
+def test_big_files_a_step_creates_are_not_copied_and_the_patch_still_has_them(tmp_path: Path) -> None:
+    """Hole 7's other half (and hole 10's 60 MB file): a file a step creates needs no copy to be undone.
+    Four steps each making a new 15 MiB random file (each deleted again by the next step) add almost
+    nothing to .git and stay within the quota; the patch `ribbit run` prints, read from disk, rebuilds
+    the last one byte for byte (`git apply` in a clone); `ribbit undo` removes it."""
+    seen = on_own_disk(tmp_path, "new_files_scenario", quota_mb=20)
+    assert seen["results"][:8] == ["deleted", "made 1", "deleted", "made 2", "deleted", "made 3", "deleted", "made 4"]
+    assert seen["grown"] < 1 * MiB, seen["grown"] / MiB  # was 60 MiB
+    assert seen["diffs"] == 1 and seen["binary"]
+    assert seen["applied_same"]
+    assert seen["undo"][0] == 0, seen["undo"]
+    assert seen["left"] == []
 
 
 def test_a_big_new_file_that_runs_later_is_still_named(repo: Path, tmp_path: Path) -> None:
