@@ -155,8 +155,9 @@ def rewrite_scenario(disk: Path, tmp: Path) -> None:
 def test_rewriting_big_files_cannot_grow_the_journal_past_the_quota(tmp_path: Path) -> None:
     """Hole 7: deleting and rewriting 15 MiB random files under a 20 MiB quota grew .git by 60 MiB: a
     command that deletes gives its room back, and the journal's copies were counted nowhere. Now they
-    count: the first rewrite's copy takes the session to 30 MiB, and every command after it is stopped.
-    .git grows by one copy, not four; `ribbit undo` still puts the user's file back."""
+    count: the first rewrite leaves 5 MiB of the quota, its 15 MiB copy does not fit, is not made and
+    counts as written, and every command after it is stopped. .git grows by at most the quota (0 MiB
+    here, 60 before); `ribbit undo` still puts the user's file back from the session's start."""
     seen = on_own_disk(tmp_path, "rewrite_scenario", quota_mb=20)
     results = seen["results"]
     assert results[:2] == ["deleted 1", "rewritten 1"], results
