@@ -505,7 +505,7 @@ class AgentSession:
         if tool is None:
             names = ", ".join(self.tools)
             return f"Error: there is no tool named {call.name!r}; the tools are {names}", True
-        refusal = self.approvals.refusal(call.name)
+        refusal = self.approvals.refusal(tool)
         if refusal is not None:
             return f"Error: {refusal}", True
         try:

@@ -31,7 +31,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "agent.session.store": ("SavedSession", "SessionError", "SessionStore", "preview"),
     "agent.session.transcript": ("TranscriptWriter", "fanout"),
     "agent.session.workspace": (
-        "ModeError", "SetupError", "Workspace", "check_repo", "check_state", "open_workspace", "outside_git",
+        "ModeError", "SetupError", "Workspace", "call_summary", "check_repo", "check_state", "open_workspace", "outside_git",
     ),
     "agent.text": ("valid_unicode",),
 }
@@ -95,6 +95,7 @@ if TYPE_CHECKING:
         ModeError,
         SetupError,
         Workspace,
+        call_summary,
         check_repo,
         check_state,
         open_workspace,

@@ -18,6 +18,7 @@ from agent.undo.journal import Journal, JournalError, UndoResult
 from agent.paths import private_git_dir, read_only_checkout, state_problem, unsuitable_folder
 from agent.core.loop import AgentSession, Limits, Notes
 from agent.undo.ignored import COMPILED, OutsideChanges, is_cache
+from agent.core.tools import CallSummary, tool_class
 from agent.core.tools.readstate import ReadState
 from agent.undo.runs_later import compiled_from_source, runs_later
 from agent.session.resume import SessionResume
@@ -31,9 +32,6 @@ from agent.session.watched_runner import WatchedRunner
 from models.base import ChatModel, ModelError, ModelInfo
 from models.chat import ChatMessage, ToolCall
 
-# Tools whose calls may change files; only steps with one of them are snapshotted (Bash only when
-# a command ran with the repository writable: read-only runs cannot change anything).
-CHANGING_TOOLS = frozenset({"Write", "Edit"})
 NOTE_MAX_PATHS = 20
 
 
@@ -520,6 +518,13 @@ def open_workspace(
     )
 
 
+def call_summary(call: ToolCall) -> CallSummary | None:
+    """The transcript's one-line form of a tool call, as its tool declares it (None: no such tool, or
+    every argument as `name=value`)."""
+    kind = tool_class(call.name)
+    return kind.summary(call.arguments) if kind is not None else None
+
+
 def snapshot_changes(
     journal: Journal, runner: CommandRunner, watcher: RepoWatcher | None, sink: EventSink,
 ) -> Callable[[int, list[ToolCall]], None]:
@@ -529,13 +534,16 @@ def snapshot_changes(
     def after_step(step: int, calls: list[ToolCall]) -> None:
         if not journal.snapshots:
             return  # no start point (plan mode in a read-only checkout): nothing may change
-        changed = any(call.name in CHANGING_TOOLS for call in calls)
+        # Steps with a tool that changes files are snapshotted; one that runs commands only where a command
+        # ran with the repository writable (read-only runs cannot change anything).
+        kinds = [tool_class(call.name) for call in calls]
+        changed = any(kind is not None and kind.changes_files for kind in kinds)
         now = writable_runs(runner)
         if now is not None:
             changed |= now != runs[0]
             runs[0] = now
         else:
-            changed |= any(call.name == "Bash" for call in calls)
+            changed |= any(kind is not None and kind.runs_commands for kind in kinds)
         if changed:
             foreign, mixed = watcher.take_since_snapshot() if watcher else (set(), set())
             for line in journal.record_step(f"step {step}", foreign=foreign, mixed=mixed):
