@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from models.backends import EngineOptions
+
 
 class UsageError(Exception):
     pass
@@ -51,3 +53,8 @@ def on_off(text: str) -> bool:
     if text not in ("on", "off"):
         raise argparse.ArgumentTypeError(f"{text!r} is not on or off")
     return text == "on"
+
+
+def engine_options(args: argparse.Namespace) -> EngineOptions:
+    """`--threads`, `--draft`, `--temperature` as the model loader takes them (passed, never kept globally)."""
+    return EngineOptions(threads=args.threads, draft=args.draft, temperature=args.temperature)

@@ -15,10 +15,11 @@ from agent.session import SavedSession, SessionError, SessionStore
 from agent.session import TranscriptWriter, fanout
 from agent.session import valid_unicode
 from agent.session import RejectAll, SetupError, check_repo, check_state, open_workspace, outside_git
+from app.args import engine_options
 from app.visible import visible
 from models.base import ChatModel, ModelError
 from models.embedded import DEMO_LIMITS, EMBEDDED_NAME, WORKING_MODELS, is_embedded
-from models.spec import load_model
+from models.backends import load_model
 
 EXIT_CODES: dict[StopReason, int] = {
     "finished": 0, "error": 1, "max_steps": 3, "context": 3, "turn_tokens": 3, "interrupted": 130,
@@ -179,7 +180,7 @@ def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: I
         print(f"ribbit: note: {visible(not_git, one_line=True)}", file=sys.stderr)
     writer = TranscriptWriter(Path(args.transcript)) if args.transcript else None
     try:
-        model = load_model(args.model, context=args.context)
+        model = load_model(args.model, context=args.context, engine=engine_options(args))
     except ModelError as exc:
         return fail(str(exc))
     if is_embedded(model.info.path):

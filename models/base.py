@@ -31,6 +31,14 @@ def cache_folder(name: str) -> Path:
     return base / "ribbit" / name
 
 
+class ModelCheck(BaseModel):
+    """One line of `ribbit doctor` about models."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
 class ModelError(Exception):
     """A model that cannot load or run; its message is one line meant for the user."""
 

@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, Field
 
 from models.api_keys import DEFAULT_KEY_ENV, ENV_NAME, StreamRedactor, redact, take_api_key
-from models.base import Chunk, GenerationRequest, ModelError, ModelInfo, ReasoningSwitch, TextChunk, TurnEnd, Usage
+from models.base import Chunk, GenerationRequest, ModelCheck, ModelError, ModelInfo, ReasoningSwitch, TextChunk, TurnEnd, Usage
 from models.chat import ChatMessage, ToolCall
 
 CONNECT_TIMEOUT = 10.0
@@ -501,3 +501,42 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError):
         return "timed out"
     return printable(str(exc) or type(exc).__name__)[:200]
+
+
+MODELS_SHOWN = 30  # models named on doctor's endpoint line
+
+
+def endpoint_checks(spec: str) -> list[ModelCheck]:
+    """An openai: SPEC: where its key comes from (never the key), whether the server answers, its models."""
+    from urllib.parse import urlsplit
+
+    try:
+        parsed = parse_spec(spec)
+        key = api_key_for(parsed)
+    except ModelError as exc:
+        return [ModelCheck(name="endpoint", ok=False, detail=str(exc))]
+    host = urlsplit(parsed.base_url).hostname or ""
+    if key is None:
+        key_line = ModelCheck(name="API key", ok=True, detail=f"none ({parsed.key_env} is not set; fine for a server without keys)")
+    else:
+        clear = parsed.base_url.startswith("http://") and host not in ("127.0.0.1", "localhost", "::1")
+        key_line = ModelCheck(name="API key", ok=True, detail=f"from {parsed.key_env}" + (
+            "; sent in clear text over http:// to another machine" if clear else ""))
+    try:
+        client = OpenAICompatibleModel(parsed.base_url, parsed.model or "-", api_key=key,
+                                       timeout_s=min(parsed.timeout_s, 30.0), retries=min(parsed.retries, 2), probe=False)
+        models = client.list_models()
+    except ModelError as exc:
+        return [ModelCheck(name="endpoint", ok=False, detail=str(exc)), key_line]
+    shown = ", ".join(models[:MODELS_SHOWN]) + (f" and {len(models) - MODELS_SHOWN} more" if len(models) > MODELS_SHOWN else "")
+    checks = [ModelCheck(name="endpoint", ok=True, detail=f"{parsed.base_url} answers; {len(models)} models: {shown or '(none)'}"),
+              key_line]
+    if parsed.model is None:
+        checks.append(ModelCheck(name="served model", ok=bool(models),
+                                 detail=f"{models[0]} (the first listed; name one with #MODEL)" if models
+                                 else "the server lists no models; name one: openai:URL#MODEL"))
+    elif parsed.model in models:
+        checks.append(ModelCheck(name="served model", ok=True, detail=f"{parsed.model} is listed"))
+    else:
+        checks.append(ModelCheck(name="served model", ok=False, detail=f"{parsed.model} is not among the models the server lists"))
+    return checks

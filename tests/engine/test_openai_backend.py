@@ -21,7 +21,7 @@ from models.base import GenerationRequest, ModelError, TextChunk, TurnEnd
 from models.chat import ChatMessage
 from models.embedded import embedded_model_path
 from models.openai_backend import OpenAICompatibleModel, parse_spec, retry_wait
-from models.spec import load_model
+from models.backends import load_model
 from tests.engine.fake_openai import FakeOpenAI, Hang, Recorded, Status, Stream
 from tests.engine.fake_openai import turn as fake_turn
 
