@@ -9,7 +9,6 @@ Heavy modules (llama.cpp) are imported only when a backend loads or checks a mod
 
 from __future__ import annotations
 
-import os
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar
@@ -18,6 +17,7 @@ from pydantic import BaseModel
 
 from models.base import ChatModel, ModelCheck, ModelError
 from models.drafting import DraftMode
+from models.settings import Settings
 
 DEFAULT_SPECS = ("", "default")
 SPEC_CHECK = "model SPEC"  # the name of doctor's line about the SPEC itself
@@ -205,7 +205,7 @@ def resolve_spec(spec: str | None) -> str:
     """The SPEC to use: explicit, else $RIBBIT_MODEL, else the embedded default."""
     if spec and spec.strip():
         return spec.strip()
-    return os.environ.get("RIBBIT_MODEL", "").strip() or "default"
+    return Settings.read().model or "default"
 
 
 def load_model(

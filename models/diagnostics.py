@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 
 from models.backends import EngineOptions, backend_for, gguf_path, resolve_spec
 from models.base import ModelCheck, ModelError
+from models.settings import Settings, env_name
 
 
 def model_checks(spec: str | None = None, engine: EngineOptions | None = None) -> list[ModelCheck]:
@@ -29,7 +29,7 @@ def model_checks(spec: str | None = None, engine: EngineOptions | None = None) -
     except ModelError as exc:
         checks.append(ModelCheck(name="embedded model", ok=False, detail=str(exc)))
     chosen = resolve_spec(spec)
-    origin = " (from RIBBIT_MODEL)" if not spec and os.environ.get("RIBBIT_MODEL") else ""
+    origin = f" (from {env_name('model')})" if not spec and Settings.read().model else ""
     backend = backend_for(chosen)
     checks.append(backend.spec_check(chosen, origin))
     checks.append(threads_check(engine))
