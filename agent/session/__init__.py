@@ -14,7 +14,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "agent.session.diagnostics": ("agent_checks",),
     "agent.diffs": ("Hunk",),
     "agent.git": ("shown",),
-    "agent.undo.journal": ("Journal", "JournalError", "SessionInfo", "open_journals"),
+    "agent.session.history": ("JournalError", "journaled_sessions", "undo_session"),
     "agent.core.approvals": (
         "MODES", "ApprovalDecision", "ApprovalRequest", "Approver", "BashApprovalRequest", "EditApprovalRequest",
         "RejectAll", "command_prefix", "project_allow_list",
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from agent.session.diagnostics import agent_checks
     from agent.diffs import Hunk
     from agent.git import shown
-    from agent.undo.journal import Journal, JournalError, SessionInfo, open_journals
+    from agent.session.history import JournalError, journaled_sessions, undo_session
     from agent.core.approvals import (
         MODES,
         ApprovalDecision,

@@ -14,8 +14,8 @@ from agent.core.approvals import MODES, ApprovalPolicy, Approver, Mode, project_
 from agent.diffs import unified_diff
 from agent.core.events import AgentEvent, CompactionEvent, EventSink, ExternalChangeEvent, NoticeEvent, SummaryEvent
 from agent.git import shown
-from agent.undo.journal import Journal, JournalError, UndoResult
-from agent.paths import private_git_dir, read_only_checkout, state_problem, unsuitable_folder
+from agent.undo.journal import NAMESPACE, Journal, JournalError, UndoResult
+from agent.paths import new_session_id, private_git_dir, read_only_checkout, state_problem, unsuitable_folder
 from agent.core.loop import AgentSession, Limits, Notes
 from agent.undo.ignored import COMPILED, OutsideChanges, is_cache
 from agent.core.tools import CallSummary, tool_class
@@ -25,7 +25,7 @@ from agent.session.resume import SessionResume
 from agent.sandbox.runner import CommandRunner, LocalRunner, make_runner, sandbox_available
 from agent.sandbox.config import SandboxConfigError, load_settings
 from agent.sandbox.output_spool import SavedOutputs
-from agent.session.store import SavedSession, SessionRecorder
+from agent.session.store import SavedSession, SessionRecorder, SessionStore
 from agent.session.transcript import fanout
 from agent.undo.watcher import ExternalChange, RepoWatcher
 from agent.session.watched_runner import WatchedRunner
@@ -445,12 +445,16 @@ def open_workspace(
     read_only = read_only_checkout(root)
     if read_only is not None and mode != "plan":
         raise SetupError(read_only)
-    journal = Journal(root, namespace=journal_namespace) if journal_namespace else Journal(root)
+    # The session's ID is the store's record and the journal's refs: the journal is given it.
+    session_id = resume.session_id if resume is not None else new_session_id()
+    journal = Journal(root, session_id, namespace=journal_namespace or NAMESPACE)
     swept = journal.sweep_temp_files()
     if resume is not None:
-        journal.adopt(resume.session_id)  # undo goes on where the session left off
+        journal.resume()  # undo goes on where the session left off
     elif read_only is None:
         journal.snapshot("start")
+        if journal_namespace is None:  # a review's worktree journal is not the user's to undo
+            SessionStore(root).note_journaled(session_id)
     journal_notices = journal.take_notices()
     recorder: SessionRecorder | None = None
     if save or resume is not None:
