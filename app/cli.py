@@ -114,9 +114,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             parsed = run_parser().parse_args(args[1:])
             return run_command(parsed)
         if command == "quantize":
+            from models.llama_runtime import open_for_logits
             from quantize.cli import quantize_main
 
-            return quantize_main(args[1:])
+            return quantize_main(args[1:], load_for_verify=open_for_logits)
         if command == "eval":
             from app.eval_cmd import eval_main
 

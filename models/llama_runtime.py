@@ -97,6 +97,20 @@ def guard_llama_class() -> Callable[[], Any]:
     return default
 
 
+def open_for_logits(path: Path, n_ctx: int = 512) -> Any:
+    """A GGUF loaded to read every position's logits (`ribbit quantize --verify` compares them), quietly:
+    llama.cpp logs loading to fd 2 even with verbose=False in places."""
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        return open_llama(model_path=str(path), n_ctx=n_ctx, n_batch=n_ctx, logits_all=True, verbose=False,
+                          n_threads=max(1, os.cpu_count() or 1))
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def open_llama(**kwargs: Any) -> Any:
     """A `llama_cpp.Llama` loaded with the AMX guard. For checks and benchmarks that use `Llama`."""
     import llama_cpp

@@ -11,16 +11,15 @@ Built for small windows (8K-32K) and a hybrid model that cannot re-read cheaply:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
-from agent.core.events import CompactionEvent, MessageEvent, NoticeEvent, StopRun
+from agent.core.events import CompactionEvent, EventSink, MessageEvent, NoticeEvent, StopRun
+from agent.core.repeats import Repetition, RepetitionGuard
 from agent.text import valid_unicode
-from models.base import ChatModel, ContextFull, GenerationRequest, ModelError
+from models.base import ChatModel, ContextFull, GenerationRequest, ModelError, TurnEnd
 from models.chat import ChatMessage, ToolSpec
-
-if TYPE_CHECKING:
-    from agent.core.loop import AgentSession
 
 MAX_COMPACTIONS_PER_RUN = 3
 # Tokens the summary request itself takes (its text and the turn markup), rounded up.
@@ -154,7 +153,43 @@ def latest_results(messages: list[ChatMessage], budget: int) -> list[ChatMessage
     return kept
 
 
-def fallback_summary(session: AgentSession) -> str:
+class _Window(Protocol):
+    @property
+    def context(self) -> int: ...
+
+
+class _Changed(Protocol):
+    @property
+    def files_changed(self) -> Collection[str]: ...
+
+
+class CompactedSession(Protocol):
+    """What compaction needs of the session it compacts (agent.core.loop.AgentSession)."""
+
+    @property
+    def model(self) -> ChatModel: ...
+    @property
+    def messages(self) -> list[ChatMessage]: ...
+    @property
+    def specs(self) -> list[ToolSpec]: ...
+    @property
+    def limits(self) -> _Window: ...
+    @property
+    def changes(self) -> _Changed: ...
+    @property
+    def sink(self) -> EventSink: ...
+
+    def stream(
+        self, request: GenerationRequest, prompt_tokens: int, on_text: Callable[[str], None] = ...,
+        purpose: Literal["turn", "summary"] = ..., guard: RepetitionGuard | None = ...,
+    ) -> tuple[str, TurnEnd, Repetition | None]: ...
+
+    def report_usage(self, end: TurnEnd) -> None: ...
+
+    def parse_text(self, text: str, opens_reasoning: bool) -> str: ...
+
+
+def fallback_summary(session: CompactedSession) -> str:
     """What ribbit itself knows when the model cannot write a summary (the stream had no room left)."""
     calls = [c for m in session.messages if m.tool_calls for c in m.tool_calls][-FALLBACK_CALLS:]
     changed = sorted(session.changes.files_changed)
@@ -171,7 +206,7 @@ def fallback_summary(session: AgentSession) -> str:
 class Compactor:
     """Decides when a session compacts and carries it out; one per AgentSession."""
 
-    def __init__(self, session: AgentSession) -> None:
+    def __init__(self, session: CompactedSession) -> None:
         self.session = session
         self.in_run = 0  # compactions in the current run
         self._measured_for: tuple[int, str] | None = None

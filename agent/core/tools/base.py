@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from agent.core.output_budget import OutputBudget
+from agent.core.tools.errors import ToolError as ToolError  # the tools raise it from here
 from models.chat import ToolSpec
 
 if TYPE_CHECKING:
@@ -20,10 +21,6 @@ if TYPE_CHECKING:
     from agent.core.tools.readstate import ReadState
     from agent.sandbox.runner import CommandRunner
     from agent.sandbox.output_spool import SavedOutputs
-
-
-class ToolError(Exception):
-    """A failure reported to the model as `Error: <message>`; the loop goes on."""
 
 
 class ToolArgs(BaseModel):
