@@ -45,9 +45,8 @@ from agent.session import (
     UsageEvent,
     WritingProgress,
 )
-from agent.session import INIT_TASK
 from agent.session import JournalError
-from agent.session import Limits, no_reasoning_switch
+from agent.session import Limits
 from agent.session import SavedSession, SessionError, SessionStore
 from agent.session import ModeError, SetupError, Workspace, open_workspace, outside_git
 from app.messages import (
@@ -372,7 +371,7 @@ class RibbitApp(App[int]):
             self.demo_said = True
             await self.main.transcript.add_notice(FIRST_RUN_HINT, "info")
         resumed = self.config.continue_last or bool(self.config.resume)  # asked when it was started
-        not_git = None if resumed else outside_git(workspace.journal.root)
+        not_git = None if resumed else outside_git(workspace.root)
         if not_git:  # said once, and asked: a folder that is no project is easy to start in by mistake
             await self.main.transcript.add_notice(not_git, "warning")
             self.push_screen(ConfirmScreen("Work in this folder?", not_git, "work here", "quit"), self._outside_git)
@@ -732,7 +731,7 @@ class RibbitApp(App[int]):
         elif command == "/init":
             await transcript.add_user("/init")
             await transcript.add_notice("asking the model to draft AGENTS.md; its Write is shown as a diff like any other")
-            self.start_task(INIT_TASK)
+            self.start_task(Workspace.INIT_TASK)
         elif command == "/clear":
             await transcript.clear()
             self.workspace.clear()  # keeps the system prompt; the next task starts a new conversation
@@ -806,7 +805,7 @@ class RibbitApp(App[int]):
         assert self.workspace is not None
         transcript, workspace = self.main.transcript, self.workspace
         info = workspace.model_info
-        no_switch = no_reasoning_switch(info)
+        no_switch = workspace.no_reasoning_switch()
         if not arg:
             state = workspace.reasoning_state()
             if info.reasoning is None:

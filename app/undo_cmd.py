@@ -7,8 +7,8 @@ import sys
 import time
 from pathlib import Path
 
-from agent.session import JournalError, journaled_sessions, shown, undo_session
-from app.visible import visible
+from agent.session import JournalError, journaled_sessions, undo_session
+from app.visible import visible, visible_line
 
 
 class _Parser(argparse.ArgumentParser):
@@ -49,7 +49,7 @@ def undo_main(argv: list[str]) -> int:
             for info in listed:
                 when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.started))
                 state = "undone" if info.reverted else f"{info.steps} step(s)"
-                names = [shown(visible(f, one_line=True)) for f in info.files[:6]]  # one escaping style: visible()'s
+                names = [visible_line(f, 120) for f in info.files[:6]]  # agent-made names, escaped
                 files = ", ".join(names) + (" ..." if len(info.files) > 6 else "") or "no files changed"
                 print(visible(f"{info.session_id}  {when}  {state}  {files}", one_line=True))  # agent-made names
             return 0

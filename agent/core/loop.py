@@ -243,6 +243,7 @@ class AgentSession:
             return self._run(task, cancelled_while_waiting=self._cancels != asked)
 
     def _run(self, task: str, cancelled_while_waiting: bool) -> SummaryEvent:
+        task = valid_unicode(task)  # a task from argv or a file may carry undecodable bytes
         if not cancelled_while_waiting:  # else the Esc pressed during a preload stops this run at once
             self.cancel_event.clear()
         self.steps = 0

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ClassVar
 from pathlib import Path
 
 from agent.fs import read_regular
@@ -16,7 +17,8 @@ from agent.core.events import AgentEvent, CompactionEvent, EventSink, ExternalCh
 from agent.git import shown
 from agent.undo.journal import NAMESPACE, Journal, JournalError, UndoResult
 from agent.paths import new_session_id, private_git_dir, read_only_checkout, state_problem, unsuitable_folder
-from agent.core.loop import AgentSession, Limits, Notes
+from agent.core.instructions import INIT_TASK
+from agent.core.loop import AgentSession, Limits, Notes, no_reasoning_switch, run_interruptibly
 from agent.undo.ignored import COMPILED, OutsideChanges, is_cache
 from agent.core.tools import CallSummary, tool_class
 from agent.core.tools.readstate import ReadState
@@ -229,6 +231,8 @@ class JournaledWrites:
 class Workspace:
     """The session API: the TUI and `ribbit run` call only these methods (the agent thread runs `run`)."""
 
+    INIT_TASK: ClassVar[str] = INIT_TASK  # `/init`: the task that drafts AGENTS.md
+
     session: AgentSession
     journal: Journal
     runner: CommandRunner
@@ -286,6 +290,25 @@ class Workspace:
         """Work on `task` (blocks: call it from a worker thread); the summary as the user is told it."""
         summary = self.session.run(task)
         return self.report.last if self.report is not None and self.report.last is not None else summary
+
+    def run_interruptibly(self, task: str) -> SummaryEvent:
+        """`run` in a worker thread, so Ctrl+C stops the model cleanly (ribbit run); a second Ctrl+C stops
+        waiting."""
+        return run_interruptibly(self, task)
+
+    def no_reasoning_switch(self) -> str:
+        """What the user is told when they set reasoning on a model that cannot switch it."""
+        return no_reasoning_switch(self.model_info)
+
+    @property
+    def session_id(self) -> str:
+        """The session's ID: the store's record and the journal's refs (`ribbit undo ID`)."""
+        return self.journal.session_id
+
+    @property
+    def root(self) -> Path:
+        """The folder the session works in."""
+        return self.journal.root
 
     def preload(self) -> bool:
         """Read the system prompt (or a resumed conversation whose saved state was not loaded) before the

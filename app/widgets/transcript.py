@@ -25,24 +25,18 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from agent.session import call_summary
-from app.visible import visible
+from app.visible import visible, visible_line
 from models.chat import ToolCall
 
 FOLDED_LINES = 4
-
-
-def short(value: object, limit: int = 70) -> str:
-    text = value if isinstance(value, str) else repr(value)
-    text = visible(text[: limit * 8].replace("\n", "⏎"), one_line=True)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def summarize_call(call: ToolCall) -> str:
     """The one-line form of a call's arguments: the part a reader scans for (its tool says which)."""
     found = call_summary(call)
     if found is None:
-        return ", ".join(f"{k}={short(v, 30)}" for k, v in call.arguments.items())
-    text = short(found.subject, found.limit)
+        return ", ".join(f"{k}={visible_line(v, 30)}" for k, v in call.arguments.items())
+    text = visible_line(found.subject, found.limit)
     return text + (f" ({', '.join(found.extras)})" if found.extras else "")
 
 
