@@ -32,8 +32,9 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, Field
 
 from models.api_keys import DEFAULT_KEY_ENV, ENV_NAME, StreamRedactor, redact, take_api_key
-from models.base import Chunk, GenerationRequest, ModelCheck, ModelError, ModelInfo, ReasoningSwitch, TextChunk, TurnEnd, Usage
+from models.base import Chunk, GenerationRequest, ModelCheck, ModelError, ModelInfo, ReasoningSwitch, TextChunk, TurnEnd, Usage, estimate_tokens
 from models.chat import ChatMessage, ToolCall
+from models.text import one_line
 
 CONNECT_TIMEOUT = 10.0
 # A first token from a big model behind a busy server can take a while.
@@ -242,7 +243,7 @@ class OpenAICompatibleModel:
         if not usage.prompt_tokens:
             # The server reported no usage (llama_cpp.server ignores stream_options): estimate, 4 characters
             # a token for the prompt, one streamed delta a token for the answer; nothing counted as cached.
-            usage.prompt_tokens = usage.evaluated_tokens = estimate_tokens(body)
+            usage.prompt_tokens = usage.evaluated_tokens = request_tokens(body)
             usage.completion_tokens = usage.completion_tokens or deltas
         now = time.perf_counter()
         usage.prefill_s = (first or now) - started
@@ -276,7 +277,7 @@ class OpenAICompatibleModel:
         finally:
             connection.close()
         items = data.get("data", []) if isinstance(data, dict) else []
-        ids = (printable(m["id"])[:200] for m in items if isinstance(m, dict) and isinstance(m.get("id"), str))
+        ids = (one_line(m["id"], 200) for m in items if isinstance(m, dict) and isinstance(m.get("id"), str))
         return [i for i in ids if i]
 
     # -- HTTP -----------------------------------------------------------------------------------
@@ -330,7 +331,7 @@ class OpenAICompatibleModel:
             except (OSError, http.client.HTTPException):
                 detail = ""
             connection.close()
-            detail = printable(redact(detail))[:300]
+            detail = one_line(redact(detail), 300)
             if not retryable(response.status) or attempt >= self.retries:
                 raise ServerRefused(self._refusal(response.status, detail, attempt), response.status)
             wait = retry_wait(response.getheader("Retry-After"), response.getheader("Retry-After-Ms"), attempt)
@@ -391,7 +392,7 @@ class OpenAICompatibleModel:
                 continue
             if isinstance(event, dict):
                 if event.get("error"):
-                    raise ModelError(redact(f"the server reported an error: {printable(json.dumps(event['error']))[:300]}"))
+                    raise ModelError(redact(f"the server reported an error: {one_line(json.dumps(event['error']), 300)}"))
                 yield event
 
     # -- pieces ---------------------------------------------------------------------------------
@@ -460,14 +461,9 @@ def retry_wait(retry_after: str | None, retry_after_ms: str | None, attempt: int
     return min(MAX_BACKOFF, 2.0**attempt) * (0.75 + random.random() / 4)
 
 
-def estimate_tokens(body: dict[str, Any]) -> int:
-    text = json.dumps(body.get("messages", []), ensure_ascii=False) + json.dumps(body.get("tools", []), ensure_ascii=False)
-    return (len(text) + 3) // 4
-
-
-def printable(text: str) -> str:
-    """Server text made safe for one line of a terminal: whitespace runs and control characters become a space."""
-    return " ".join("".join(c if c.isprintable() else " " for c in text).split())
+def request_tokens(body: dict[str, Any]) -> int:
+    """A request's prompt tokens, estimated (servers that do not report them)."""
+    return estimate_tokens(json.dumps(body.get("messages", []), ensure_ascii=False) + json.dumps(body.get("tools", []), ensure_ascii=False))
 
 
 def _header_cost(response: http.client.HTTPResponse) -> float | None:
@@ -500,7 +496,7 @@ def _reason(exc: BaseException) -> str:
         return "unknown host"
     if isinstance(exc, TimeoutError):
         return "timed out"
-    return printable(str(exc) or type(exc).__name__)[:200]
+    return one_line(str(exc) or type(exc).__name__, 200)
 
 
 MODELS_SHOWN = 30  # models named on doctor's endpoint line

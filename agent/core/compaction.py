@@ -18,14 +18,12 @@ from typing import Literal, Protocol, runtime_checkable
 from agent.core.events import CompactionEvent, EventSink, MessageEvent, NoticeEvent, StopRun
 from agent.core.repeats import Repetition, RepetitionGuard
 from agent.text import valid_unicode
-from models.base import ChatModel, ContextFull, GenerationRequest, ModelError, TurnEnd
+from models.base import CHARS_PER_TOKEN, ChatModel, ContextFull, GenerationRequest, ModelError, TurnEnd, estimate_tokens
 from models.chat import ChatMessage, ToolSpec
 
 MAX_COMPACTIONS_PER_RUN = 3
 # Tokens the summary request itself takes (its text and the turn markup), rounded up.
 SUMMARY_REQUEST_TOKENS = 200
-# Characters per token assumed where the backend cannot count (replay, openai:) and for cutting results.
-CHARS_PER_TOKEN = 3
 # Tool calls listed in the summary ribbit writes itself when the model cannot write one.
 FALLBACK_CALLS = 12
 
@@ -110,10 +108,6 @@ class CountsPromptTokens(Protocol):
     """Backends that can say exactly how long the next prompt is (llama.cpp) without evaluating it."""
 
     def prompt_tokens(self, messages: list[ChatMessage], tools: list[ToolSpec]) -> int: ...
-
-
-def estimate_tokens(text: str) -> int:
-    return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
 
 
 def next_prompt_tokens(model: ChatModel, messages: list[ChatMessage], tools: list[ToolSpec], fresh: bool = False) -> int:

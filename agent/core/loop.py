@@ -60,6 +60,7 @@ from models.base import (
     PrefillProgress,
     TextChunk,
     TurnEnd,
+    estimate_tokens,
 )
 from models.chat import ChatMessage, ParsedTurn, ToolCall
 from models.dialects import dialect_named, parser_for
@@ -530,7 +531,7 @@ class AgentSession:
         """A turn cut because the model repeated itself: kept up to the first copy of what it repeated
         (its tool calls dropped), and a note the model reads next, so it can take another way."""
         self._repetitions_in_row += 1
-        tokens = turn.end.usage.completion_tokens or len(turn.text) // 4
+        tokens = turn.end.usage.completion_tokens or estimate_tokens(turn.text)
         unit = " ".join(repetition.unit.split())
         unit = unit if len(unit) <= 80 else unit[:79] + "…"
         parsed = screened(self.parser.parse(turn.text[: repetition.keep_chars], self._opens_reasoning))

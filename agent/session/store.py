@@ -39,6 +39,7 @@ from agent.core.tools.readstate import SavedRead
 from agent.paths import project_state, state_home
 from models.base import ChatModel
 from models.chat import ChatMessage
+from models.text import one_line
 from models.saved_points import META_SUFFIX, SavesPoints, meta_path, prune_points
 
 # Saved model states of all sessions together. FrogNano's state is ~50 MB of recurrent state plus
@@ -91,8 +92,7 @@ class SavedSession(BaseModel):
 
 
 def preview(text: str, limit: int = PROMPT_PREVIEW) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return one_line(text, limit)
 
 
 def sessions_folder(root: Path) -> Path:
