@@ -252,10 +252,6 @@ class Workspace:
     # -- what the UI shows ----------------------------------------------------------------------
 
     @property
-    def model(self) -> ChatModel:
-        return self.session.model
-
-    @property
     def model_info(self) -> ModelInfo:
         return self.session.model.info
 
