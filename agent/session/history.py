@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent.session.store import SessionStore
-from agent.undo.journal import Journal, JournalError, SessionSnapshots, UndoResult, open_journals
+from agent.undo.journal import JournalError, SessionSnapshots, UndoResult, open_journals
 
 
 def journaled_sessions(root: Path) -> tuple[list[SessionSnapshots], str]:
@@ -38,5 +38,3 @@ def undo_session(root: Path, session_id: str | None = None) -> UndoResult:
     journal = next((j for j in journals if j.session_snapshots(session_id)), journals[0])
     return journal.undo_session(session_id)
 
-
-__all__ = ["Journal", "JournalError", "SessionSnapshots", "UndoResult", "journaled_sessions", "undo_session"]
