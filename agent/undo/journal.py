@@ -11,7 +11,8 @@ Refs: `refs/ribbit/<session>/<n>` is snapshot n of a session (0 = its start);
 `refs/ribbit/<session>/undone/<n>` keeps a step that /undo took back (so it is never lost);
 `refs/ribbit/<session>/reverted` marks a session that `ribbit undo SESSION` rolled back.
 
-Undo restores exact bytes and modes. It first compares every file it would touch, on disk and
+Undo restores exact bytes and modes (the plan and the writes: agent/undo/restore.py; the journal reads
+the two states from git and hands them over). It first compares every file it would touch, on disk and
 through no link, with the snapshot it takes back, and refuses (naming the file, restoring
 nothing) if it differs: changed by the user afterwards, hidden by .gitignore and then edited, a
 folder the user put files in, a link planted where a folder was. Writes walk folders one at a
