@@ -16,11 +16,12 @@ def journaled_sessions(root: Path) -> tuple[list[SessionSnapshots], str]:
     """The sessions of `root` the store lists that a journal holds, oldest first, and where the journal
     is (for a message when there are none)."""
     journals = open_journals(root.resolve())
-    found = []
-    for session_id in SessionStore(root).session_ids():
-        held = next((s for j in journals if (s := j.snapshots_of(session_id)) is not None), None)
-        if held is not None:
-            found.append(held)
+    left = set(SessionStore(root).session_ids())
+    found: list[SessionSnapshots] = []
+    for journal in journals:  # the repository's, then the private one where the folder had one first
+        held = journal.snapshots_of(left)
+        found += held
+        left -= {s.session_id for s in held}
     found.sort(key=lambda s: (s.started, s.session_id))
     return found, journals[0].kind
 

@@ -599,21 +599,28 @@ class Journal:
         steps = self._refs(session_id).get(session_id, {})
         return [steps[n] for n in sorted(steps)]
 
-    def snapshots_of(self, session_id: str) -> SessionSnapshots | None:
-        """What this journal holds of a session (None: nothing, or unreadable)."""
-        ordered = self.session_snapshots(session_id)
-        if not ordered:
-            return None
+    def snapshots_of(self, session_ids: Iterable[str]) -> list[SessionSnapshots]:
+        """What this journal holds of these sessions (the store lists them; one it holds nothing of, or
+        cannot read, is left out)."""
+        wanted = set(session_ids)
         try:
-            started = self._commit_time(ordered[0])
-            files = self._changed(ordered[0], ordered[-1]) if len(ordered) > 1 else []
-            reverted = self._ref_exists(f"{self.namespace}/{session_id}/reverted")
+            refs = {sid: steps for sid, steps in self._refs().items() if sid in wanted}
+            reverted = self._reverted() if refs else set()
         except GIT_ERRORS:
-            return None
-        return SessionSnapshots(
-            session_id=session_id, started=started, steps=len(ordered) - 1,
-            files=[self._display(p) for p in files], reverted=reverted,
-        )
+            return []
+        held = []
+        for sid, steps in refs.items():
+            ordered = [steps[n] for n in sorted(steps)]
+            try:
+                started = self._commit_time(ordered[0])
+                files = self._changed(ordered[0], ordered[-1]) if len(ordered) > 1 else []
+            except GIT_ERRORS:
+                continue
+            held.append(SessionSnapshots(
+                session_id=sid, started=started, steps=len(ordered) - 1,
+                files=[self._display(p) for p in files], reverted=sid in reverted,
+            ))
+        return held
 
 
     def _restore(
@@ -736,6 +743,14 @@ class Journal:
             if len(parts) == 2 and parts[1].isdigit():
                 sessions.setdefault(parts[0], {})[int(parts[1])] = sha
         return sessions
+
+    def _reverted(self) -> set[str]:
+        """The sessions `ribbit undo SESSION` rolled back."""
+        out = self._objects.text("for-each-ref", "--format=%(refname)", self.namespace + "/")
+        return {
+            line[len(self.namespace) + 1:].split("/")[0]
+            for line in out.splitlines() if line.endswith("/reverted")
+        }
 
     def _ref_exists(self, ref: str) -> bool:
         return bool(self._objects.text("for-each-ref", "--format=%(refname)", ref).strip())
