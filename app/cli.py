@@ -120,9 +120,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             apply_engine_options(parsed)
             return run_command(parsed)
         if command == "quantize":
+            from agent.session import tracked_files
             from quantize.cli import quantize_main
 
-            return quantize_main(args[1:])
+            return quantize_main(args[1:], list_tracked=tracked_files)
         if command == "eval":
             from app.eval_cmd import eval_main
 

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
-from quantize.calibrate import DEFAULT_TOKENS, MIN_TOKENS, CalibrationText, calibrate, calibration_text
+from quantize.calibrate import DEFAULT_TOKENS, MIN_TOKENS, CalibrationText, ListTracked, calibrate, calibration_text
 from quantize.convert import ConvertResult, convert_checkpoint
 from quantize.errors import QuantizeError
 from quantize.progress import end_line
@@ -122,7 +122,7 @@ def human_time(seconds: float) -> str:
     return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
 
 
-def run(args: argparse.Namespace) -> None:
+def run(args: argparse.Namespace, list_tracked: ListTracked | None = None) -> None:
     src: Path = args.src
     qtype: str = args.type
     from_gguf = src.is_file()
@@ -134,7 +134,9 @@ def run(args: argparse.Namespace) -> None:
         raise QuantizeError("missing imatrix file", args.imatrix)
     text: CalibrationText | None = None
     if args.calibrate is not None:  # checked before a conversion that may take minutes
-        text = calibration_text(args.calibrate, args.calibrate_tokens)
+        if list_tracked is None:
+            raise QuantizeError("--calibrate needs git's list of tracked files: run it as `ribbit quantize`")
+        text = calibration_text(args.calibrate, args.calibrate_tokens, list_tracked)
     if from_gguf:
         source = gguf_source(src)
         if out.resolve() == src.resolve():
@@ -183,8 +185,9 @@ def _quantize(base: Path, out: Path, args: argparse.Namespace, text: Calibration
                   requantize=source.quantised, say=lambda s: _say(f"quantize: {s}"))
 
 
-def quantize_main(argv: list[str]) -> int:
-    """Entry point for ``ribbit quantize``; returns the exit code."""
+def quantize_main(argv: list[str], list_tracked: ListTracked | None = None) -> int:
+    """Entry point for ``ribbit quantize``; returns the exit code. `list_tracked`: how --calibrate DIR
+    learns what git tracks there (ribbit passes its hardened git; quantize never starts git itself)."""
     try:
         args = build_parser().parse_args(argv)
     except _UsageError as exc:
@@ -192,7 +195,7 @@ def quantize_main(argv: list[str]) -> int:
         return 2
     try:
         with _sigterm_as_interrupt():
-            run(args)
+            run(args, list_tracked)
     except _UsageError as exc:
         _say(f"{PROG}: error: {exc}")
         return 2

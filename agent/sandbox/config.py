@@ -1,12 +1,15 @@
 """What the Bash sandbox lets a command see: environment variables, hidden paths, host sockets, tmp sizes.
 
-The rules are allow-lists where that is possible (environment variables) and masks where it is not
-(the filesystem is read-only but readable, so credential folders are hidden explicitly). The user adds
-to them in `$XDG_CONFIG_HOME/ribbit/sandbox.toml` (default `~/.config/ribbit/sandbox.toml`) or with
+The rules are allow-lists: environment variables by name, and the home folder (HOME, the user's own
+home if HOME names another, /root when ribbit runs as root) is an empty read-only folder with only the
+toolchains' installs and caches shown again, read-only (HOME_TOOLCHAINS, PATH entries and the
+toolchains' variables that lead into it). The rest of the file system is read-only but readable, so
+credential folders are also hidden by name (they matter inside a shown toolchain folder, or when the user
+shows the whole home again with `expose = ["~"]`). The user adds to them in `$XDG_CONFIG_HOME/ribbit/sandbox.toml` (default `~/.config/ribbit/sandbox.toml`) or with
 the `RIBBIT_SANDBOX_HIDE`, `RIBBIT_SANDBOX_EXPOSE`, `RIBBIT_SANDBOX_ENV` variables:
 
     hide = ["~/work/other-client"]   # more paths to hide (shown empty inside the sandbox)
-    expose = ["~/.docker"]           # default-hidden paths to show again, or parts of a hidden folder
+    expose = ["~/.config/mise"]      # more of the home folder to show (read-only), or a default-hidden path
     env = ["DATABASE_URL", "MYAPP_*"]  # more variables to pass in (names or fnmatch patterns)
     writable = ["~/.cache/pip"]      # more paths a command may write, where the repository is writable
     tmp_size_mb = 1024               # size of the private, RAM-backed /tmp
@@ -20,7 +23,9 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import glob
 import os
+import pwd
 import re
 import stat
 import tomllib
@@ -69,6 +74,51 @@ DEFAULT_HIDDEN_IN_HOME: tuple[str, ...] = (
     # Coding assistants' own logins
     ".claude/.credentials.json", ".codex/auth.json", ".config/github-copilot",
 )
+# What a build or a test needs of the home folder, shown read-only in a home that is otherwise empty:
+# language version managers' installs, per-user packages, package managers' caches, build tools' local
+# repositories and wrappers' downloads. `~` is the home folder; `${VAR:-default}` is VAR where it is set
+# to an absolute path, else the default; `*` matches within one name. Only the parts that hold programs
+# and packages, not a tool's whole folder where that also keeps logins (~/.cargo/credentials.toml,
+# ~/.m2/settings.xml, ~/.gradle/gradle.properties, ~/.nuget/NuGet): those stay hidden.
+HOME_TOOLCHAINS: tuple[str, ...] = (
+    # Python
+    "${PYENV_ROOT:-~/.pyenv}", "~/.local/bin", "~/.local/lib/python*/site-packages", "~/.local/share/uv/python",
+    "~/.local/share/uv/tools", "${UV_CACHE_DIR:-~/.cache/uv}", "${PIP_CACHE_DIR:-~/.cache/pip}", "~/.cache/pypoetry",
+    "~/.local/share/pypoetry", "${POETRY_HOME:-~/.poetry}", "~/.local/share/pipx", "~/.local/pipx", "~/.virtualenvs",
+    "~/.local/share/virtualenvs", "~/.conda/envs", "~/.conda/pkgs", "~/miniconda3", "~/anaconda3", "~/miniforge3",
+    "~/mambaforge", "~/.pixi/bin", "~/.pixi/envs",
+    # Version managers of several languages
+    "${ASDF_DATA_DIR:-~/.asdf}", "~/.tool-versions", "${MISE_DATA_DIR:-~/.local/share/mise}", "~/.local/share/rtx",
+    "~/.nix-profile",
+    # JavaScript
+    "${NVM_DIR:-~/.nvm}", "${VOLTA_HOME:-~/.volta}", "${FNM_DIR:-~/.local/share/fnm}", "~/.fnm", "~/.npm/_cacache",
+    "~/.npm/_npx", "~/.cache/yarn", "~/.yarn/berry/cache", "${PNPM_HOME:-~/.local/share/pnpm}", "~/.cache/pnpm",
+    "~/.pnpm-store", "${BUN_INSTALL:-~/.bun}/bin", "~/.bun/install/cache", "${DENO_DIR:-~/.cache/deno}", "~/.deno/bin",
+    "~/.cache/ms-playwright", "~/.cache/Cypress", "~/.cache/puppeteer", "~/.node-gyp", "~/.cache/node-gyp",
+    # Rust, Go
+    "${CARGO_HOME:-~/.cargo}/bin", "${CARGO_HOME:-~/.cargo}/registry", "${CARGO_HOME:-~/.cargo}/git",
+    "${RUSTUP_HOME:-~/.rustup}", "${GOPATH:-~/go}/bin", "${GOPATH:-~/go}/pkg", "${GOMODCACHE:-~/go/pkg/mod}", "${GOCACHE:-~/.cache/go-build}",
+    "~/sdk", "~/.cache/golangci-lint",
+    # JVM
+    "~/.m2/repository", "~/.m2/wrapper", "${GRADLE_USER_HOME:-~/.gradle}/caches", "${GRADLE_USER_HOME:-~/.gradle}/wrapper",
+    "${GRADLE_USER_HOME:-~/.gradle}/native", "${GRADLE_USER_HOME:-~/.gradle}/jdks", "${SDKMAN_DIR:-~/.sdkman}/candidates",
+    "~/.jdks", "~/.ivy2/cache", "~/.ivy2/local", "~/.sbt/boot", "~/.cache/coursier", "~/.konan",
+    # Ruby, .NET, Haskell, OCaml, Lean, Nim, Julia, Dart, Zig, Perl, PHP, C and C++ caches
+    "${RBENV_ROOT:-~/.rbenv}", "~/.rvm", "~/.gem/ruby", "~/.local/share/gem", "~/.bundle/cache", "${DOTNET_ROOT:-~/.dotnet}",
+    "~/.nuget/packages", "~/.ghcup", "~/.cabal/bin", "~/.cabal/packages", "~/.cabal/store", "~/.stack/programs",
+    "~/.stack/snapshots", "~/.stack/pantry", "~/.opam", "~/.elan", "~/.nimble", "~/.juliaup", "~/.julia/packages",
+    "~/.julia/artifacts", "~/.julia/compiled", "~/.pub-cache", "~/.cache/zig", "~/perl5", "~/.plenv",
+    "~/.composer/vendor", "~/.config/composer/vendor", "~/.cache/ccache", "~/.ccache", "~/.cache/bazel",
+    "~/.cache/bazelisk", "~/.platformio",
+    # git's own settings (user.name for a test's commits); the sandbox shows them with credentials masked.
+    "~/.gitconfig", "~/.config/git/config", "~/.config/git/ignore", "~/.config/git/attributes",
+)
+# Variables naming a toolchain's folder (or a list of them), shown where they lead into a hidden home.
+TOOLCHAIN_VARIABLES: tuple[str, ...] = (
+    "VIRTUAL_ENV", "CONDA_PREFIX", "JAVA_HOME", "GOROOT", "GEM_HOME", "GEM_PATH", "BUNDLE_PATH", "NODE_PATH",
+    "PYTHONHOME", "PYTHONPATH", "PATH",
+)
+
 # Host folders that hold the sockets of running services (dbus, systemd, docker, ssh/gpg agents).
 SOCKET_FOLDERS: tuple[str, ...] = ("/run", "/var/run")
 
@@ -178,15 +228,79 @@ def _matcher(patterns: tuple[str, ...]) -> Callable[[str], bool]:
     return lambda name: name in exact or (regex is not None and regex.fullmatch(name) is not None)
 
 
+def hidden_homes(environ: Mapping[str, str]) -> list[Path]:
+    """The home folders a command sees empty: HOME, the user's own (when HOME names another) and, for root, /root."""
+    candidates = [home_dir(environ)]
+    try:
+        candidates.append(Path(pwd.getpwuid(os.geteuid()).pw_dir))
+    except (KeyError, OSError):
+        pass
+    if os.geteuid() == 0:
+        candidates.append(Path("/root"))
+    out: list[Path] = []
+    for home in candidates:
+        real = _resolved(home)
+        if real.is_absolute() and real != Path("/") and real.is_dir() and real not in out:
+            out.append(real)
+    return out
+
+
+_VARIABLE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*):-([^}]*)\}")
+
+
+def _toolchain_entry(entry: str, home: Path, environ: Mapping[str, str]) -> list[Path]:
+    """One HOME_TOOLCHAINS entry as the paths it names (its `*` expanded)."""
+    match = _VARIABLE.match(entry)
+    if match:
+        value = environ.get(match.group(1), "")
+        base = value if value and os.path.isabs(value) else match.group(2)
+        entry = base + entry[match.end():]
+    path = expand(entry, home)
+    if "*" not in str(path):
+        return [path]
+    return sorted(Path(p) for p in glob.glob(glob.escape(str(path.parent)) + "/" + path.name))[:MAX_TOOLCHAIN_GLOB]
+
+
+MAX_TOOLCHAIN_GLOB = 32
+
+
+def home_toolchains(settings: SandboxSettings, environ: Mapping[str, str]) -> list[tuple[Path, Path]]:
+    """What a command sees of the hidden homes, as (path as named, path resolved): HOME_TOOLCHAINS, the
+    toolchain variables' folders (PATH entries too) and the user's `expose`, where they exist and lie
+    inside a hidden home (never a home itself, nor a folder holding one)."""
+    homes = hidden_homes(environ)
+    home = home_dir(environ)
+    named: list[Path] = []
+    for base in dict.fromkeys([home, *homes]):
+        for entry in HOME_TOOLCHAINS:
+            named += _toolchain_entry(entry, base, environ)
+    for variable in TOOLCHAIN_VARIABLES:
+        named += [Path(p) for p in environ.get(variable, "").split(os.pathsep) if p and os.path.isabs(p)]
+    named += [expand(p, home) for p in settings.expose]
+    out: dict[Path, Path] = {}
+    for path in named:
+        path = Path(os.path.normpath(path))
+        if not os.path.lexists(path):
+            continue
+        real = _resolved(path)
+        inside = [h for h in homes if path.is_relative_to(h) or real.is_relative_to(h)]
+        if not inside or any(real == h or h.is_relative_to(real) for h in homes) or not real.exists():
+            continue
+        out.setdefault(path, real)
+    return sorted(out.items(), key=lambda pair: (len(pair[0].parts), str(pair[0])))
+
+
 def hidden_paths(settings: SandboxSettings, environ: Mapping[str, str], extra: Iterable[Path] = ()) -> list[Path]:
     """Existing paths to hide, resolved (a hidden symlink hides its target), outermost first, no duplicates.
 
-    A path given in `expose` is dropped from the list; one inside a hidden folder is bound back later.
+    The home folders are among them unless the user exposed one whole (`expose = ["~"]`). A path given in
+    `expose` is dropped from the list; one inside a hidden folder is bound back later.
     """
     home = home_dir(environ)
     exposed = {_resolved(expand(p, home)) for p in settings.expose}
     runtime = environ.get("XDG_RUNTIME_DIR")
     candidates = [
+        *hidden_homes(environ),
         *(home / rel for rel in DEFAULT_HIDDEN_IN_HOME),
         *(Path(p) for p in SOCKET_FOLDERS),
         *([Path(runtime)] if runtime and Path(runtime).is_absolute() else []),
@@ -206,15 +320,29 @@ def hidden_paths(settings: SandboxSettings, environ: Mapping[str, str], extra: I
 
 
 def exposed_inside(settings: SandboxSettings, environ: Mapping[str, str], hidden: Iterable[Path]) -> list[Path]:
-    """Paths the user exposed that lie inside a hidden folder: they are bound back, read-only."""
+    """Paths shown again inside a hidden folder, resolved: the home's toolchains and what the user exposed;
+    they are bound back read-only."""
     home = home_dir(environ)
     hidden = list(hidden)
-    out = []
-    for entry in settings.expose:
-        real = _resolved(expand(entry, home))
-        if real.exists() and any(real != h and real.is_relative_to(h) for h in hidden):
-            out.append(real)
+    wanted = [real for _, real in home_toolchains(settings, environ)]
+    wanted += [_resolved(expand(entry, home)) for entry in settings.expose]
+    out = [real for real in wanted if real.exists() and any(real != h and real.is_relative_to(h) for h in hidden)]
     return sorted(set(out), key=lambda p: (len(p.parts), str(p)))
+
+
+def exposed_aliases(settings: SandboxSettings, environ: Mapping[str, str], exposed: Iterable[Path]) -> list[tuple[Path, Path]]:
+    """(path as named, what it resolves to) for shown home paths reached through a link (`~/.pyenv` -> a
+    folder elsewhere): bound at the named path too, so the link's users find it in the empty home."""
+    exposed = list(exposed)
+    homes = hidden_homes(environ)
+    out = []
+    for named, real in home_toolchains(settings, environ):
+        if named == real or not any(named.is_relative_to(h) for h in homes):
+            continue
+        if any(named.is_relative_to(e) for e in exposed):
+            continue  # inside a folder shown whole: the link itself is there
+        out.append((named, real))
+    return out
 
 
 def host_socket_paths(table: Path = Path("/proc/net/unix")) -> list[Path]:

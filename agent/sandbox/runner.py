@@ -36,7 +36,9 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from agent.sandbox.caps import CapLimits, CommandCaps, cgroups_wanted
 from agent.sandbox.credentials import CredentialMasks, Masked
 from agent.sandbox.seccomp import filter_fd
-from agent.sandbox.config import SandboxSettings, hidden_paths, exposed_inside, expand, host_socket_paths, sandbox_env
+from agent.sandbox.config import (
+    SandboxSettings, exposed_aliases, exposed_inside, expand, hidden_paths, host_socket_paths, sandbox_env,
+)
 from agent.fs import CREATE_FLAGS, READ_FLAGS
 from agent.paths import home_dir
 
@@ -408,6 +410,7 @@ class SandboxView:
     tmp_bytes: int | None  # None: bubblewrap older than 0.7 cannot cap a tmpfs; /tmp is a folder on disk
     shm_bytes: int | None
     masked: list[Masked] = field(default_factory=list)  # git config files shown with credentials masked
+    aliases: list[tuple[Path, Path]] = field(default_factory=list)  # (home path as named, its target): shown home paths behind a link
 
 
 class BwrapRunner(LocalRunner):
@@ -481,7 +484,8 @@ class BwrapRunner(LocalRunner):
 
         hidden = [p for p in hidden_paths(self.settings, environ, extra=_ribbit_private_folders()) if shown(p)]
         exposed = exposed_inside(self.settings, environ, hidden)
-        binds = [*bound, *exposed]
+        aliases = exposed_aliases(self.settings, environ, exposed)
+        binds = [*bound, *exposed, *(named for named, _ in aliases)]
         # A mask under another one is needed only where a bind in between shows the path again.
         hidden = [p for p in hidden if _visible(p, hidden, binds, below=True)]
         sockets = [s for s in host_socket_paths() if shown(s) and _visible(s, hidden, binds)]
@@ -497,7 +501,7 @@ class BwrapRunner(LocalRunner):
             root=self.root, access=access, writable=writable, hidden=hidden, exposed=exposed, sockets=sockets,
             git_protected=git_protected, pinned=pinned,
             tmp_bytes=None if self._disk_tmp else self.settings.tmp_bytes,
-            shm_bytes=None if self._disk_tmp else self.settings.shm_bytes, masked=masked,
+            shm_bytes=None if self._disk_tmp else self.settings.shm_bytes, masked=masked, aliases=aliases,
         )
 
     def wrap(self, argv: list[str], cwd: Path, access: Access, fds: list[int] | None = None) -> list[str]:
@@ -527,6 +531,7 @@ class BwrapRunner(LocalRunner):
             else:
                 mounts.append(Mount("--ro-bind", hidden, src=Path("/dev/null")))
         mounts += [Mount("--ro-bind", p, src=p) for p in view.exposed]
+        mounts += [Mount("--ro-bind", named, src=real) for named, real in view.aliases]
         root_op = "--bind" if access == "read-write" else "--ro-bind"
         mounts.append(Mount(root_op, self.root, src=self.root))
         mounts += [Mount("--bind", p, src=p) for p in view.writable if p != self.root]
@@ -849,6 +854,14 @@ class SandboxExecRunner(LocalRunner):
         rules = [SEATBELT_PROFILE]
         if hidden:
             rules.append("(deny file-read* " + " ".join(f"(subpath {_seatbelt_string(h)})" for h in hidden) + ")\n")
+            # The last matching rule wins: the repository and the home's toolchains are read again.
+            home = home_dir(os.environ)
+            shown = [self.root, *exposed_inside(self.settings, os.environ, hidden),
+                     *(expand(w, home).resolve() for w in self.settings.writable)]
+            rules.append("(allow file-read* " + " ".join(f"(subpath {_seatbelt_string(p)})" for p in shown) + ")\n")
+            inner = [h for h in hidden if any(h != p and h.is_relative_to(p) for p in shown)]
+            if inner:  # a login inside a shown toolchain folder (~/.cargo/credentials.toml): hidden again
+                rules.append("(deny file-read* " + " ".join(f"(subpath {_seatbelt_string(h)})" for h in inner) + ")\n")
         if access == "read-write":
             rules.append('(allow file-write* (subpath (param "ROOT")))\n')
             home = home_dir(os.environ)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "agent.session.diagnostics": ("agent_checks",),
     "agent.diffs": ("Hunk",),
-    "agent.git": ("shown",),
+    "agent.git": ("shown", "tracked_files"),
     "agent.undo.journal": ("Journal", "JournalError", "SessionInfo", "open_journals"),
     "agent.core.approvals": (
         "MODES", "ApprovalDecision", "ApprovalRequest", "Approver", "BashApprovalRequest", "EditApprovalRequest",
@@ -51,7 +51,7 @@ def __getattr__(name: str) -> Any:
 if TYPE_CHECKING:
     from agent.session.diagnostics import agent_checks
     from agent.diffs import Hunk
-    from agent.git import shown
+    from agent.git import shown, tracked_files
     from agent.undo.journal import Journal, JournalError, SessionInfo, open_journals
     from agent.core.approvals import (
         MODES,
