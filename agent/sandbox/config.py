@@ -258,7 +258,9 @@ def _toolchain_entry(entry: str, home: Path, environ: Mapping[str, str]) -> list
     path = expand(entry, home)
     if "*" not in str(path):
         return [path]
-    return sorted(Path(p) for p in glob.glob(glob.escape(str(path.parent)) + "/" + path.name))[:MAX_TOOLCHAIN_GLOB]
+    text, base = str(path), str(home)
+    pattern = glob.escape(base) + text[len(base):] if text.startswith(base + "/") else text  # the home's own name literal
+    return sorted(Path(p) for p in glob.glob(pattern))[:MAX_TOOLCHAIN_GLOB]
 
 
 MAX_TOOLCHAIN_GLOB = 32

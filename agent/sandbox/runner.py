@@ -482,7 +482,8 @@ class BwrapRunner(LocalRunner):
         def shown(path: Path) -> bool:
             return not _under_private_tree(path) or any(path.is_relative_to(b) for b in bound)
 
-        hidden = [p for p in hidden_paths(self.settings, environ, extra=_ribbit_private_folders()) if shown(p)]
+        # A hidden folder that is the repository (the home folder as one) is not hidden: the repository is bound there.
+        hidden = [p for p in hidden_paths(self.settings, environ, extra=_ribbit_private_folders()) if shown(p) and p not in bound]
         exposed = exposed_inside(self.settings, environ, hidden)
         aliases = exposed_aliases(self.settings, environ, exposed)
         binds = [*bound, *exposed, *(named for named, _ in aliases)]
