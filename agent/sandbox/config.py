@@ -230,22 +230,29 @@ def _matcher(patterns: tuple[str, ...]) -> Callable[[str], bool]:
 
 def hidden_homes(environ: Mapping[str, str]) -> list[Path]:
     """The home folders a command sees empty: HOME, the user's own (when HOME names another) and, for root, /root."""
-    candidates = [home_dir(environ)]
+    return list(_homes(home_dir(environ), os.geteuid()))
+
+
+@functools.lru_cache(maxsize=16)
+def _homes(home: Path, euid: int) -> tuple[Path, ...]:
+    candidates = [home]
     try:
-        candidates.append(Path(pwd.getpwuid(os.geteuid()).pw_dir))
+        candidates.append(Path(pwd.getpwuid(euid).pw_dir))
     except (KeyError, OSError):
         pass
-    if os.geteuid() == 0:
+    if euid == 0:
         candidates.append(Path("/root"))
     out: list[Path] = []
-    for home in candidates:
-        real = _resolved(home)
+    for candidate in candidates:
+        real = _resolved(candidate)
         if real.is_absolute() and real != Path("/") and real.is_dir() and real not in out:
             out.append(real)
-    return out
+    return tuple(out)
 
 
 _VARIABLE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*):-([^}]*)\}")
+# The variables HOME_TOOLCHAINS reads (`${VAR:-...}`).
+_TOOLCHAIN_NAMES = frozenset(m.group(1) for e in HOME_TOOLCHAINS if (m := _VARIABLE.match(e)))
 
 
 def _toolchain_entry(entry: str, home: Path, environ: Mapping[str, str]) -> list[Path]:
@@ -269,8 +276,28 @@ MAX_TOOLCHAIN_GLOB = 32
 def home_toolchains(settings: SandboxSettings, environ: Mapping[str, str]) -> list[tuple[Path, Path]]:
     """What a command sees of the hidden homes, as (path as named, path resolved): HOME_TOOLCHAINS, the
     toolchain variables' folders (PATH entries too) and the user's `expose`, where they exist and lie
-    inside a hidden home (never a home itself, nor a folder holding one)."""
+    inside a hidden home (never a home itself, nor a folder holding one). Worked out again when a
+    variable, the settings or a home folder's own entries change (its mtime), else remembered: it runs
+    before every command."""
     homes = hidden_homes(environ)
+    names = sorted({*_TOOLCHAIN_NAMES, *TOOLCHAIN_VARIABLES, "HOME"})
+    key = (
+        tuple(settings.expose), tuple((n, environ.get(n)) for n in names), tuple((h, _mtime(h)) for h in homes),
+    )
+    return list(_toolchains(key, tuple(homes)))
+
+
+def _mtime(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
+
+
+@functools.lru_cache(maxsize=8)
+def _toolchains(key: tuple, homes: tuple[Path, ...]) -> tuple[tuple[Path, Path], ...]:  # type: ignore[type-arg]
+    expose, variables, _ = key
+    environ = {name: value for name, value in variables if value is not None}
     home = home_dir(environ)
     named: list[Path] = []
     for base in dict.fromkeys([home, *homes]):
@@ -278,7 +305,7 @@ def home_toolchains(settings: SandboxSettings, environ: Mapping[str, str]) -> li
             named += _toolchain_entry(entry, base, environ)
     for variable in TOOLCHAIN_VARIABLES:
         named += [Path(p) for p in environ.get(variable, "").split(os.pathsep) if p and os.path.isabs(p)]
-    named += [expand(p, home) for p in settings.expose]
+    named += [expand(p, home) for p in expose]
     out: dict[Path, Path] = {}
     for path in named:
         path = Path(os.path.normpath(path))
@@ -289,7 +316,7 @@ def home_toolchains(settings: SandboxSettings, environ: Mapping[str, str]) -> li
         if not inside or any(real == h or h.is_relative_to(real) for h in homes) or not real.exists():
             continue
         out.setdefault(path, real)
-    return sorted(out.items(), key=lambda pair: (len(pair[0].parts), str(pair[0])))
+    return tuple(sorted(out.items(), key=lambda pair: (len(pair[0].parts), str(pair[0]))))
 
 
 def hidden_paths(settings: SandboxSettings, environ: Mapping[str, str], extra: Iterable[Path] = ()) -> list[Path]:
@@ -301,9 +328,15 @@ def hidden_paths(settings: SandboxSettings, environ: Mapping[str, str], extra: I
     home = home_dir(environ)
     exposed = {_resolved(expand(p, home)) for p in settings.expose}
     runtime = environ.get("XDG_RUNTIME_DIR")
+    homes = [h for h in hidden_homes(environ) if h not in exposed]
+    # Inside a hidden home the named credential paths matter only where a shown folder would show them.
+    shown = tuple(f"{named}/" for named, _ in home_toolchains(settings, environ)) if homes else ()
+    in_home = [home / rel for rel in DEFAULT_HIDDEN_IN_HOME]
+    if homes and home in homes:
+        in_home = [p for p in in_home if str(p).startswith(shown)]
     candidates = [
-        *hidden_homes(environ),
-        *(home / rel for rel in DEFAULT_HIDDEN_IN_HOME),
+        *homes,
+        *in_home,
         *(Path(p) for p in SOCKET_FOLDERS),
         *([Path(runtime)] if runtime and Path(runtime).is_absolute() else []),
         *extra,
@@ -328,8 +361,12 @@ def exposed_inside(settings: SandboxSettings, environ: Mapping[str, str], hidden
     hidden = list(hidden)
     wanted = [real for _, real in home_toolchains(settings, environ)]
     wanted += [_resolved(expand(entry, home)) for entry in settings.expose]
-    out = [real for real in wanted if real.exists() and any(real != h and real.is_relative_to(h) for h in hidden)]
-    return sorted(set(out), key=lambda p: (len(p.parts), str(p)))
+    out = sorted({real for real in wanted if real.exists() and any(real != h and real.is_relative_to(h) for h in hidden)},
+                 key=lambda p: (len(p.parts), str(p)))
+    # One inside another shown folder needs no mount of its own, unless something hidden lies between.
+    return [p for p in out if not any(
+        p != q and p.is_relative_to(q) and not any(h.is_relative_to(q) and p.is_relative_to(h) for h in hidden)
+        for q in out)]
 
 
 def exposed_aliases(settings: SandboxSettings, environ: Mapping[str, str], exposed: Iterable[Path]) -> list[tuple[Path, Path]]:

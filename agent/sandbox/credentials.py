@@ -210,6 +210,7 @@ class CredentialMasks:
         self._seen: dict[Path, tuple[tuple[int, ...], ConfigFile | None, Path | None]] = {}
         # (stat keys of the files it depends on, the files git named) from the last `--show-origin`
         self._effective: tuple[tuple[tuple[int, ...] | None, ...], list[Path]] | None = None
+        self._dirs: list[Path] | None = None
 
     def close(self) -> None:
         if self._folder is not None:
@@ -219,6 +220,7 @@ class CredentialMasks:
     def mounts(self) -> list[Masked]:
         """What to bind over for the next command: masked copies, and credential stores shown empty."""
         home = Path(self.environ.get("HOME") or Path.home())
+        self._dirs = None
         out: dict[Path, Path] = {}
         stores: list[Path] = []
         configs = [(p, 0) for p in self._config_candidates(home)]
@@ -253,7 +255,13 @@ class CredentialMasks:
     # -- where git keeps config --------------------------------------------------------------------
 
     def _git_dirs(self) -> list[Path]:
-        """The repository's git dir(s) and common dir, wherever they are (a worktree's lie outside)."""
+        """The repository's git dir(s) and common dir, wherever they are (a worktree's lie outside);
+        looked up once per `mounts()`."""
+        if self._dirs is None:
+            self._dirs = self._find_git_dirs()
+        return self._dirs
+
+    def _find_git_dirs(self) -> list[Path]:
         found: list[Path] = []
         repo = session_repo(self.root)
         if repo is not None:
