@@ -82,36 +82,37 @@ DEFAULT_HIDDEN_IN_HOME: tuple[str, ...] = (
 # ~/.m2/settings.xml, ~/.gradle/gradle.properties, ~/.nuget/NuGet): those stay hidden.
 HOME_TOOLCHAINS: tuple[str, ...] = (
     # Python
-    "${PYENV_ROOT:-~/.pyenv}", "~/.local/bin", "~/.local/lib/python*/site-packages", "~/.local/share/uv/python",
-    "~/.local/share/uv/tools", "${UV_CACHE_DIR:-~/.cache/uv}", "${PIP_CACHE_DIR:-~/.cache/pip}", "~/.cache/pypoetry",
-    "~/.local/share/pypoetry", "${POETRY_HOME:-~/.poetry}", "~/.local/share/pipx", "~/.local/pipx", "~/.virtualenvs",
-    "~/.local/share/virtualenvs", "~/.conda/envs", "~/.conda/pkgs", "~/miniconda3", "~/anaconda3", "~/miniforge3",
+    "${PYENV_ROOT:-~/.pyenv}", "~/.local/bin", "~/.local/lib/python*/site-packages", "${XDG_DATA_HOME:-~/.local/share}/uv/python",
+    "${XDG_DATA_HOME:-~/.local/share}/uv/tools", "${UV_CACHE_DIR:-~/.cache/uv}", "${PIP_CACHE_DIR:-~/.cache/pip}",
+    "${XDG_CACHE_HOME:-~/.cache}/pip", "${XDG_CACHE_HOME:-~/.cache}/uv", "${XDG_CACHE_HOME:-~/.cache}/pypoetry",
+    "${XDG_DATA_HOME:-~/.local/share}/pypoetry", "${POETRY_HOME:-~/.poetry}", "${XDG_DATA_HOME:-~/.local/share}/pipx", "~/.local/pipx", "~/.virtualenvs",
+    "${XDG_DATA_HOME:-~/.local/share}/virtualenvs", "~/.conda/envs", "~/.conda/pkgs", "~/miniconda3", "~/anaconda3", "~/miniforge3",
     "~/mambaforge", "~/.pixi/bin", "~/.pixi/envs",
     # Version managers of several languages
-    "${ASDF_DATA_DIR:-~/.asdf}", "~/.tool-versions", "${MISE_DATA_DIR:-~/.local/share/mise}", "~/.local/share/rtx",
+    "${ASDF_DATA_DIR:-~/.asdf}", "~/.tool-versions", "${MISE_DATA_DIR:-~/.local/share/mise}", "${XDG_DATA_HOME:-~/.local/share}/rtx",
     "~/.nix-profile",
     # JavaScript
     "${NVM_DIR:-~/.nvm}", "${VOLTA_HOME:-~/.volta}", "${FNM_DIR:-~/.local/share/fnm}", "~/.fnm", "~/.npm/_cacache",
-    "~/.npm/_npx", "~/.cache/yarn", "~/.yarn/berry/cache", "${PNPM_HOME:-~/.local/share/pnpm}", "~/.cache/pnpm",
+    "~/.npm/_npx", "${XDG_CACHE_HOME:-~/.cache}/yarn", "~/.yarn/berry/cache", "${PNPM_HOME:-~/.local/share/pnpm}", "${XDG_CACHE_HOME:-~/.cache}/pnpm",
     "~/.pnpm-store", "${BUN_INSTALL:-~/.bun}/bin", "~/.bun/install/cache", "${DENO_DIR:-~/.cache/deno}", "~/.deno/bin",
-    "~/.cache/ms-playwright", "~/.cache/Cypress", "~/.cache/puppeteer", "~/.node-gyp", "~/.cache/node-gyp",
+    "${XDG_CACHE_HOME:-~/.cache}/ms-playwright", "${XDG_CACHE_HOME:-~/.cache}/Cypress", "${XDG_CACHE_HOME:-~/.cache}/puppeteer", "~/.node-gyp", "${XDG_CACHE_HOME:-~/.cache}/node-gyp",
     # Rust, Go
     "${CARGO_HOME:-~/.cargo}/bin", "${CARGO_HOME:-~/.cargo}/registry", "${CARGO_HOME:-~/.cargo}/git",
     "${RUSTUP_HOME:-~/.rustup}", "${GOPATH:-~/go}/bin", "${GOPATH:-~/go}/pkg", "${GOMODCACHE:-~/go/pkg/mod}", "${GOCACHE:-~/.cache/go-build}",
-    "~/sdk", "~/.cache/golangci-lint",
+    "~/sdk", "${XDG_CACHE_HOME:-~/.cache}/golangci-lint",
     # JVM
     "~/.m2/repository", "~/.m2/wrapper", "${GRADLE_USER_HOME:-~/.gradle}/caches", "${GRADLE_USER_HOME:-~/.gradle}/wrapper",
     "${GRADLE_USER_HOME:-~/.gradle}/native", "${GRADLE_USER_HOME:-~/.gradle}/jdks", "${SDKMAN_DIR:-~/.sdkman}/candidates",
-    "~/.jdks", "~/.ivy2/cache", "~/.ivy2/local", "~/.sbt/boot", "~/.cache/coursier", "~/.konan",
+    "~/.jdks", "~/.ivy2/cache", "~/.ivy2/local", "~/.sbt/boot", "${XDG_CACHE_HOME:-~/.cache}/coursier", "~/.konan",
     # Ruby, .NET, Haskell, OCaml, Lean, Nim, Julia, Dart, Zig, Perl, PHP, C and C++ caches
-    "${RBENV_ROOT:-~/.rbenv}", "~/.rvm", "~/.gem/ruby", "~/.local/share/gem", "~/.bundle/cache", "${DOTNET_ROOT:-~/.dotnet}",
+    "${RBENV_ROOT:-~/.rbenv}", "~/.rvm", "~/.gem/ruby", "${XDG_DATA_HOME:-~/.local/share}/gem", "~/.bundle/cache", "${DOTNET_ROOT:-~/.dotnet}",
     "~/.nuget/packages", "~/.ghcup", "~/.cabal/bin", "~/.cabal/packages", "~/.cabal/store", "~/.stack/programs",
     "~/.stack/snapshots", "~/.stack/pantry", "~/.opam", "~/.elan", "~/.nimble", "~/.juliaup", "~/.julia/packages",
-    "~/.julia/artifacts", "~/.julia/compiled", "~/.pub-cache", "~/.cache/zig", "~/perl5", "~/.plenv",
-    "~/.composer/vendor", "~/.config/composer/vendor", "~/.cache/ccache", "~/.ccache", "~/.cache/bazel",
-    "~/.cache/bazelisk", "~/.platformio",
+    "~/.julia/artifacts", "~/.julia/compiled", "~/.pub-cache", "${XDG_CACHE_HOME:-~/.cache}/zig", "~/perl5", "~/.plenv",
+    "~/.composer/vendor", "${XDG_CONFIG_HOME:-~/.config}/composer/vendor", "${XDG_CACHE_HOME:-~/.cache}/ccache", "~/.ccache", "${XDG_CACHE_HOME:-~/.cache}/bazel",
+    "${XDG_CACHE_HOME:-~/.cache}/bazelisk", "~/.platformio",
     # git's own settings (user.name for a test's commits); the sandbox shows them with credentials masked.
-    "~/.gitconfig", "~/.config/git/config", "~/.config/git/ignore", "~/.config/git/attributes",
+    "~/.gitconfig", "${XDG_CONFIG_HOME:-~/.config}/git/config", "${XDG_CONFIG_HOME:-~/.config}/git/ignore", "${XDG_CONFIG_HOME:-~/.config}/git/attributes",
 )
 # Variables naming a toolchain's folder (or a list of them), shown where they lead into a hidden home.
 TOOLCHAIN_VARIABLES: tuple[str, ...] = (
@@ -228,13 +229,19 @@ def _matcher(patterns: tuple[str, ...]) -> Callable[[str], bool]:
     return lambda name: name in exact or (regex is not None and regex.fullmatch(name) is not None)
 
 
+XDG_FOLDERS = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME")
+
+
 def hidden_homes(environ: Mapping[str, str]) -> list[Path]:
-    """The home folders a command sees empty: HOME, the user's own (when HOME names another) and, for root, /root."""
-    return list(_homes(home_dir(environ), os.geteuid()))
+    """The folders a command sees empty but for their toolchains: HOME, the user's own home (when HOME
+    names another), /root for root, and the XDG folders where they are set outside those (a home's
+    settings and logins, moved)."""
+    xdg = tuple(Path(v) for name in XDG_FOLDERS if (v := environ.get(name, "")) and os.path.isabs(v))
+    return list(_homes(home_dir(environ), os.geteuid(), xdg))
 
 
 @functools.lru_cache(maxsize=16)
-def _homes(home: Path, euid: int) -> tuple[Path, ...]:
+def _homes(home: Path, euid: int, xdg: tuple[Path, ...] = ()) -> tuple[Path, ...]:
     candidates = [home]
     try:
         candidates.append(Path(pwd.getpwuid(euid).pw_dir))
@@ -246,6 +253,10 @@ def _homes(home: Path, euid: int) -> tuple[Path, ...]:
     for candidate in candidates:
         real = _resolved(candidate)
         if real.is_absolute() and real != Path("/") and real.is_dir() and real not in out:
+            out.append(real)
+    for folder in xdg:
+        real = _resolved(folder)
+        if real.is_dir() and len(real.parts) > 2 and not any(real.is_relative_to(h) or h.is_relative_to(real) for h in out):
             out.append(real)
     return tuple(out)
 
@@ -280,7 +291,7 @@ def home_toolchains(settings: SandboxSettings, environ: Mapping[str, str]) -> li
     variable, the settings or a home folder's own entries change (its mtime), else remembered: it runs
     before every command."""
     homes = hidden_homes(environ)
-    names = sorted({*_TOOLCHAIN_NAMES, *TOOLCHAIN_VARIABLES, "HOME"})
+    names = sorted({*_TOOLCHAIN_NAMES, *TOOLCHAIN_VARIABLES, *XDG_FOLDERS, "HOME"})
     key = (
         tuple(settings.expose), tuple((n, environ.get(n)) for n in names), tuple((h, _mtime(h)) for h in homes),
     )
@@ -305,9 +316,12 @@ def _toolchains(key: tuple, homes: tuple[Path, ...]) -> tuple[tuple[Path, Path],
             named += _toolchain_entry(entry, base, environ)
     for variable in TOOLCHAIN_VARIABLES:
         named += [Path(p) for p in environ.get(variable, "").split(os.pathsep) if p and os.path.isabs(p)]
-    named += [expand(p, home) for p in expose]
+    chosen = [expand(p, home) for p in expose]
+    # A toolchain folder never shows a credential folder (PATH=~/.ssh:..., a link ~/.pyenv -> ~/.aws): only
+    # the user's own `expose` can.
+    logins = tuple(f"{base / rel}/" for base in dict.fromkeys([home, *homes]) for rel in DEFAULT_HIDDEN_IN_HOME)
     out: dict[Path, Path] = {}
-    for path in named:
+    for path in [*named, *chosen]:
         path = Path(os.path.normpath(path))
         if not os.path.lexists(path):
             continue
@@ -315,11 +329,16 @@ def _toolchains(key: tuple, homes: tuple[Path, ...]) -> tuple[tuple[Path, Path],
         inside = [h for h in homes if path.is_relative_to(h) or real.is_relative_to(h)]
         if not inside or any(real == h or h.is_relative_to(real) for h in homes) or not real.exists():
             continue
+        if path not in chosen and any(f"{p}/".startswith(logins) or any(
+                login.startswith(f"{p}/") for login in logins) for p in (path, real)):
+            continue
         out.setdefault(path, real)
     return tuple(sorted(out.items(), key=lambda pair: (len(pair[0].parts), str(pair[0]))))
 
 
-def hidden_paths(settings: SandboxSettings, environ: Mapping[str, str], extra: Iterable[Path] = ()) -> list[Path]:
+def hidden_paths(
+    settings: SandboxSettings, environ: Mapping[str, str], extra: Iterable[Path] = (), bound: Iterable[Path] = (),
+) -> list[Path]:
     """Existing paths to hide, resolved (a hidden symlink hides its target), outermost first, no duplicates.
 
     The home folders are among them unless the user exposed one whole (`expose = ["~"]`). A path given in
@@ -330,10 +349,11 @@ def hidden_paths(settings: SandboxSettings, environ: Mapping[str, str], extra: I
     runtime = environ.get("XDG_RUNTIME_DIR")
     homes = [h for h in hidden_homes(environ) if h not in exposed]
     # Inside a hidden home the named credential paths matter only where a shown folder would show them.
-    shown = tuple(f"{named}/" for named, _ in home_toolchains(settings, environ)) if homes else ()
+    # (`bound`: folders the runner binds over them, the repository among them: the home itself may be one.)
+    shown = tuple(f"{named}/" for named in [*(n for n, _ in home_toolchains(settings, environ)), *bound]) if homes else ()
     in_home = [home / rel for rel in DEFAULT_HIDDEN_IN_HOME]
     if homes and home in homes:
-        in_home = [p for p in in_home if str(p).startswith(shown)]
+        in_home = [p for p in in_home if f"{p}/".startswith(shown)]
     candidates = [
         *homes,
         *in_home,
@@ -358,15 +378,19 @@ def exposed_inside(settings: SandboxSettings, environ: Mapping[str, str], hidden
     """Paths shown again inside a hidden folder, resolved: the home's toolchains and what the user exposed;
     they are bound back read-only."""
     home = home_dir(environ)
-    hidden = list(hidden)
     wanted = [real for _, real in home_toolchains(settings, environ)]
     wanted += [_resolved(expand(entry, home)) for entry in settings.expose]
+    return list(_inside_hidden(tuple(wanted), tuple(hidden)))
+
+
+@functools.lru_cache(maxsize=32)
+def _inside_hidden(wanted: tuple[Path, ...], hidden: tuple[Path, ...]) -> tuple[Path, ...]:
     out = sorted({real for real in wanted if real.exists() and any(real != h and real.is_relative_to(h) for h in hidden)},
                  key=lambda p: (len(p.parts), str(p)))
     # One inside another shown folder needs no mount of its own, unless something hidden lies between.
-    return [p for p in out if not any(
+    return tuple(p for p in out if not any(
         p != q and p.is_relative_to(q) and not any(h.is_relative_to(q) and p.is_relative_to(h) for h in hidden)
-        for q in out)]
+        for q in out))
 
 
 def exposed_aliases(settings: SandboxSettings, environ: Mapping[str, str], exposed: Iterable[Path]) -> list[tuple[Path, Path]]:

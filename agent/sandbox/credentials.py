@@ -163,6 +163,13 @@ def _store_files(helper: str, home: Path) -> list[Path]:
     return out
 
 
+def _masked_key(key: str) -> str:
+    """A key with its subsection masked as render_config writes it (`url.alice:pw@host:.insteadof`)."""
+    section, _, rest = key.partition(".")
+    subsection, dot, name = rest.rpartition(".")
+    return f"{section}.{mask_text(subsection)}.{name}" if dot else key
+
+
 def render_config(entries: list[tuple[str, str | None]] | None, what: str) -> str:
     """A config file holding `entries` masked, in git's syntax (`what` names the file in the header)."""
     if entries is None:
@@ -239,7 +246,8 @@ class CredentialMasks:
                 out[real] = copy
             if parsed is not None and depth < MAX_INCLUDE_DEPTH:
                 configs += [(p, depth + 1) for p in parsed.includes]
-                stores += parsed.stores
+                # A relative cookie file is opened from where git runs: the work tree, for this repository's commands.
+                stores += [p if p.is_absolute() else self.root / p for p in parsed.stores]
         for path in self._legacy_candidates():
             real = _resolved(path)
             if real is not None and real not in out:
@@ -364,7 +372,7 @@ class CredentialMasks:
             parsed = parse_config(real, home)
             entries = parsed.entries
             changed = entries is None or any(
-                value is not None and mask_value(k, value) != value or mask_text(k) != k for k, value in entries)
+                value is not None and mask_value(k, value) != value or _masked_key(k) != k for k, value in entries)
             commented = raw is None or b"#" in raw or b";" in raw  # comments git drops may hold anything
             copy = self._copy(render_config(entries, real.name).encode("utf-8", "surrogateescape")) if changed or commented else None
         self._seen[real] = (key, parsed, copy)

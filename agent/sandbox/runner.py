@@ -483,7 +483,8 @@ class BwrapRunner(LocalRunner):
             return not _under_private_tree(path) or any(path.is_relative_to(b) for b in bound)
 
         # A hidden folder that is the repository (the home folder as one) is not hidden: the repository is bound there.
-        hidden = [p for p in hidden_paths(self.settings, environ, extra=_ribbit_private_folders()) if shown(p) and p not in bound]
+        hidden = [p for p in hidden_paths(self.settings, environ, extra=_ribbit_private_folders(), bound=bound)
+                  if shown(p) and p not in bound]
         exposed = exposed_inside(self.settings, environ, hidden)
         aliases = exposed_aliases(self.settings, environ, exposed)
         binds = [*bound, *exposed, *(named for named, _ in aliases)]
@@ -851,7 +852,7 @@ class SandboxExecRunner(LocalRunner):
         return sandbox_env(os.environ, self.settings, tmpdir=str(self._tmp))
 
     def profile(self, access: Access) -> str:
-        hidden = hidden_paths(self.settings, os.environ, extra=_ribbit_private_folders())
+        hidden = hidden_paths(self.settings, os.environ, extra=_ribbit_private_folders(), bound=[self.root])
         rules = [SEATBELT_PROFILE]
         if hidden:
             rules.append("(deny file-read* " + " ".join(f"(subpath {_seatbelt_string(h)})" for h in hidden) + ")\n")

@@ -119,9 +119,8 @@ def sandbox_checks(root: Path, sandbox_ok: bool) -> list[Check]:
     ))
     homes = [h for h in hidden_homes(os.environ) if h in hidden]
     others = [p for p in hidden if p not in homes]
-    shown = ", ".join(
-        [*(f"the home folder {h} (all but its toolchains)" for h in homes), *(_home_short(p) for p in others)]
-    ) or "nothing"
+    home_part = [f"{', '.join(str(h) for h in homes)} (empty but for the toolchains below)"] if homes else []
+    shown = ", ".join([*home_part, *(_home_short(p) for p in others)]) or "nothing"
     checks.append(Check(
         name="sandbox hides", ok=True,
         detail=f"{shown}; {len(sockets)} host unix socket(s) outside those masked" + _first(sockets),
