@@ -28,6 +28,7 @@ import os
 import pwd
 import re
 import stat
+import time
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -282,27 +283,21 @@ def _toolchain_entry(entry: str, home: Path, environ: Mapping[str, str]) -> list
 
 
 MAX_TOOLCHAIN_GLOB = 32
+TOOLCHAINS_FRESH_S = 10
 
 
 def home_toolchains(settings: SandboxSettings, environ: Mapping[str, str]) -> list[tuple[Path, Path]]:
     """What a command sees of the hidden homes, as (path as named, path resolved): HOME_TOOLCHAINS, the
     toolchain variables' folders (PATH entries too) and the user's `expose`, where they exist and lie
-    inside a hidden home (never a home itself, nor a folder holding one). Worked out again when a
-    variable, the settings or a home folder's own entries change (its mtime), else remembered: it runs
-    before every command."""
+    inside a hidden home (never a home itself, nor a folder holding one). It runs before every command:
+    remembered, and worked out again when a variable or the settings change, or TOOLCHAINS_FRESH_S
+    passed (a toolchain installed meanwhile shows from then on)."""
     homes = hidden_homes(environ)
     names = sorted({*_TOOLCHAIN_NAMES, *TOOLCHAIN_VARIABLES, *XDG_FOLDERS, "HOME"})
     key = (
-        tuple(settings.expose), tuple((n, environ.get(n)) for n in names), tuple((h, _mtime(h)) for h in homes),
+        tuple(settings.expose), tuple((n, environ.get(n)) for n in names), int(time.monotonic() // TOOLCHAINS_FRESH_S),
     )
     return list(_toolchains(key, tuple(homes)))
-
-
-def _mtime(path: Path) -> int | None:
-    try:
-        return os.stat(path).st_mtime_ns
-    except OSError:
-        return None
 
 
 @functools.lru_cache(maxsize=8)
