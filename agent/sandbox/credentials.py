@@ -134,7 +134,7 @@ def parse_config(path: Path, home: Path) -> ConfigFile:
         elif lowered.startswith("credential.") and lowered.endswith(".helper"):
             stores += _store_files(value, home)
         elif lowered.rpartition(".")[2] in _CREDENTIAL_FILE_KEYS and lowered.startswith("http.") and value:
-            stores.append(_include_target(value, path, home) if value.startswith("~/") else Path(value))
+            stores.append(home / value[2:] if value.startswith("~/") else Path(value))
     return ConfigFile(entries=entries, includes=includes, stores=stores)
 
 

@@ -299,3 +299,36 @@ def test_look_alike_punctuation_in_a_path_is_escaped_in_the_approval(repo: Path,
     assert "cat calc.py\\u2024py" in err
     assert not any("\u2024" in line or "\u2215" in line for line in err.splitlines())
     assert sorted(p.name for p in repo.iterdir() if not p.name.startswith(".")) == ["calc.py", "test_calc.py"]  # all refused
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_look_alike_punctuation_is_escaped_in_the_tui_review_and_diff(repo: Path, replay_file) -> None:  # type: ignore[no-untyped-def]
+    from app.app import make_app
+    from app.screens.review import EditReviewScreen
+    from app.screens.session_diff import SessionDiffScreen
+    from tests.safety.test_invisible_characters import screen_text
+    from tests.tui.conftest import SIZE, idle, ready, send, wait_for
+
+    name = "calc.py\u2024py"
+    replay = replay_file(xml_call("Write", file_path=name, content="x = 1\n"), "Done.")
+    app = make_app(repo, f"replay:{replay}", mode="ask")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, "go")
+        await wait_for(pilot, lambda: isinstance(app.screen, EditReviewScreen), what="write review")
+        await pilot.pause(0.1)
+        shot = screen_text(app)
+        assert "calc.py\\u2024py" in shot and name not in shot
+        await pilot.press("y")
+        await idle(pilot)
+        await send(pilot, "/diff")
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionDiffScreen), what="/diff")
+        await pilot.pause(0.1)
+        shot = screen_text(app)
+        assert "calc.py\\u2024py" in shot and name not in shot
+    assert (repo / name).read_text() == "x = 1\n"  # approved: written under its exact name
