@@ -14,6 +14,7 @@ or HEAD for `onbranch:` includes) changed.
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import threading
@@ -60,8 +61,13 @@ _lock = threading.Lock()
 
 def git_runs_later(root: Path, rel: str) -> str | None:
     """Why git would run `rel` (work-tree relative) or read it as config, per the config as it is now."""
-    found = _current(root.resolve())
+    found = _current(_real(root))
     return found.why(rel) if found is not None else None
+
+
+@functools.lru_cache(maxsize=64)
+def _real(root: Path) -> Path:
+    return root.resolve()  # a session's root does not move while it runs
 
 
 def _current(root: Path) -> GitRunsLater | None:
@@ -79,15 +85,18 @@ def _current(root: Path) -> GitRunsLater | None:
 
 
 def _repo(root: Path) -> GitRepo | None:
+    """The session's repository for `root` (fixed when it started), else the one `root` is in; remembered."""
+    known = _repos.get(root)
+    if known is not None:
+        return known
     repo = session_repo(root)
-    if repo is not None:
-        return repo
-    if root not in _repos:
+    if repo is None and root not in _repos:
         try:
-            _repos[root] = find_repository(root)
+            repo = find_repository(root)
         except GitError:
-            _repos[root] = None
-    return _repos[root]
+            repo = None
+    _repos[root] = repo
+    return repo
 
 
 def _read(root: Path, repo: GitRepo) -> GitRunsLater:

@@ -18,6 +18,7 @@ import fnmatch
 import importlib.util
 import marshal
 import os
+import re
 import stat
 import sys
 from pathlib import Path, PurePosixPath
@@ -192,28 +193,52 @@ def runs_later(path: str, root: Path | None = None) -> str | None:
     return listed_kind(parts) or _unlisted(parts)
 
 
-def _matches(pattern: str, parts: tuple[str, ...]) -> bool:
-    if "/" not in pattern:
-        return fnmatch.fnmatchcase(parts[-1], pattern)
-    wanted = tuple(pattern.rstrip("/").split("/"))
-    if pattern.endswith("/"):  # a folder: its parts anywhere among the path's folders
+class _Kinds:
+    """A pattern table (RUNS_LATER's syntax) compiled once: exact names by dict, the rest by regex or
+    folder tuples; `first` gives the reason of the earliest entry that matches, as a scan in order would."""
+
+    def __init__(self, table: tuple[tuple[str, str], ...]) -> None:
+        self.names: dict[str, tuple[int, str]] = {}
+        self.wild: list[tuple[int, re.Pattern[str], str]] = []
+        self.folders: list[tuple[int, tuple[str, ...], str]] = []
+        self.tails: list[tuple[int, tuple[re.Pattern[str], ...], str]] = []
+        for index, (pattern, why) in enumerate(table):
+            if pattern.endswith("/"):
+                self.folders.append((index, tuple(pattern.rstrip("/").split("/")), why))
+            elif "/" in pattern:
+                parts = tuple(re.compile(fnmatch.translate(p)) for p in pattern.split("/"))
+                self.tails.append((index, parts, why))
+            elif any(c in pattern for c in "*?["):
+                self.wild.append((index, re.compile(fnmatch.translate(pattern)), why))
+            else:
+                self.names.setdefault(pattern, (index, why))
+
+    def first(self, parts: tuple[str, ...]) -> str | None:
+        found = [self.names[parts[-1]]] if parts[-1] in self.names else []
+        found += [(i, why) for i, regex, why in self.wild if regex.match(parts[-1])]
         folders = parts[:-1]
-        return any(folders[i:i + len(wanted)] == wanted for i in range(len(folders) - len(wanted) + 1))
-    return len(parts) >= len(wanted) and all(fnmatch.fnmatchcase(p, w) for p, w in zip(parts[-len(wanted):], wanted))
+        for i, wanted, why in self.folders:
+            if wanted[0] in folders and any(folders[k:k + len(wanted)] == wanted for k in range(len(folders) - len(wanted) + 1)):
+                found.append((i, why))
+        for i, regexes, why in self.tails:
+            if len(parts) >= len(regexes) and all(r.match(p) for r, p in zip(regexes, parts[-len(regexes):])):
+                found.append((i, why))
+        return min(found)[1] if found else None
+
+
+_LISTED = _Kinds(RUNS_LATER)
+_INERT = _Kinds(tuple((pattern, "inert") for pattern in INERT))
 
 
 def listed_kind(parts: tuple[str, ...]) -> str | None:
     """The first RUNS_LATER kind the path is, or None."""
-    for pattern, why in RUNS_LATER:
-        if _matches(pattern, parts):
-            return why
-    return None
+    return _LISTED.first(parts)
 
 
 def _unlisted(parts: tuple[str, ...]) -> str | None:
     """A dotfile at the root or a file in a dot-folder that INERT does not list: some tool's settings."""
     dotted = (len(parts) == 1 and parts[0].startswith(".")) or any(p.startswith(".") for p in parts[:-1])
-    if not dotted or any(_matches(pattern, parts) for pattern in INERT):
+    if not dotted or _INERT.first(parts) is not None:
         return None
     return UNLISTED_DOTFILE
 
