@@ -307,7 +307,7 @@ def anyio_backend() -> str:
 
 
 @pytest.mark.anyio
-async def test_look_alike_punctuation_is_escaped_in_the_tui_review_and_diff(repo: Path, replay_file) -> None:  # type: ignore[no-untyped-def]
+async def test_look_alike_punctuation_is_escaped_in_the_tui_review_and_diff(repo: Path, home: Path, replay_file) -> None:  # type: ignore[no-untyped-def]
     from app.app import make_app
     from app.screens.review import EditReviewScreen
     from app.screens.session_diff import SessionDiffScreen
