@@ -162,3 +162,14 @@ def test_unlisted_and_case_variants_count(path: str) -> None:
 ])
 def test_what_the_rule_leaves_alone(path: str) -> None:
     assert runs_later(path) is None
+
+
+def test_a_repository_inside_the_home_does_not_show_its_neighbours(home: Path) -> None:
+    project = home / "work" / "client-a" / "app"
+    project.mkdir(parents=True)
+    git(project, "init", "-q")
+    plant(home / "work" / "client-b" / ".env", f"API_KEY={MARK}\n")
+    plant(project / "README.md", "client a\n")
+    out = sandboxed(project, "cat README.md; cat ../../client-b/.env")
+    assert "client a" in out and MARK not in out
+    assert sandboxed(project, "ls -A ~/work").split() == ["client-a"]  # only the way to the repository
