@@ -1,12 +1,14 @@
 """What the Bash sandbox lets a command see: environment variables, hidden paths, host sockets, tmp sizes.
 
 The rules are allow-lists: environment variables by name, and the home folder (HOME, the user's own
-home if HOME names another, /root when ribbit runs as root) is an empty read-only folder with only the
-toolchains' installs and caches shown again, read-only (HOME_TOOLCHAINS, PATH entries and the
-toolchains' variables that lead into it). The rest of the file system is read-only but readable, so
-credential folders are also hidden by name (they matter inside a shown toolchain folder, or when the user
-shows the whole home again with `expose = ["~"]`). The user adds to them in `$XDG_CONFIG_HOME/ribbit/sandbox.toml` (default `~/.config/ribbit/sandbox.toml`) or with
-the `RIBBIT_SANDBOX_HIDE`, `RIBBIT_SANDBOX_EXPOSE`, `RIBBIT_SANDBOX_ENV` variables:
+home if HOME names another, /root when ribbit runs as root, XDG folders set outside them) is an empty
+read-only folder with only the toolchains' installs and caches shown again, read-only (HOME_TOOLCHAINS,
+and PATH entries and toolchain variables that lead into it). The rest of the file system is read-only
+but readable. Credential paths are also hidden by name (DEFAULT_HIDDEN_IN_HOME): they matter inside a
+shown toolchain folder, in a repository that is the home, or when the user shows the whole home again
+with `expose = ["~"]`. The user adds to the rules in `$XDG_CONFIG_HOME/ribbit/sandbox.toml` (default
+`~/.config/ribbit/sandbox.toml`) or with the `RIBBIT_SANDBOX_HIDE`, `RIBBIT_SANDBOX_EXPOSE`,
+`RIBBIT_SANDBOX_ENV` variables:
 
     hide = ["~/work/other-client"]   # more paths to hide (shown empty inside the sandbox)
     expose = ["~/.config/mise"]      # more of the home folder to show (read-only), or a default-hidden path
@@ -87,37 +89,42 @@ DEFAULT_HIDDEN_IN_HOME: tuple[str, ...] = (
 # ~/.m2/settings.xml, ~/.gradle/gradle.properties, ~/.nuget/NuGet): those stay hidden.
 HOME_TOOLCHAINS: tuple[str, ...] = (
     # Python
-    "${PYENV_ROOT:-~/.pyenv}", "~/.local/bin", "~/.local/lib/python*/site-packages", "${XDG_DATA_HOME:-~/.local/share}/uv/python",
-    "${XDG_DATA_HOME:-~/.local/share}/uv/tools", "${UV_CACHE_DIR:-~/.cache/uv}", "${PIP_CACHE_DIR:-~/.cache/pip}",
-    "${XDG_CACHE_HOME:-~/.cache}/pip", "${XDG_CACHE_HOME:-~/.cache}/uv", "${XDG_CACHE_HOME:-~/.cache}/pypoetry",
-    "${XDG_DATA_HOME:-~/.local/share}/pypoetry", "${POETRY_HOME:-~/.poetry}", "${XDG_DATA_HOME:-~/.local/share}/pipx", "~/.local/pipx", "~/.virtualenvs",
-    "${XDG_DATA_HOME:-~/.local/share}/virtualenvs", "~/.conda/envs", "~/.conda/pkgs", "~/miniconda3", "~/anaconda3", "~/miniforge3",
-    "~/mambaforge", "~/.pixi/bin", "~/.pixi/envs",
+    "${PYENV_ROOT:-~/.pyenv}", "~/.local/bin", "~/.local/lib/python*/site-packages",
+    "${XDG_DATA_HOME:-~/.local/share}/uv/python", "${XDG_DATA_HOME:-~/.local/share}/uv/tools", "${UV_CACHE_DIR:-~/.cache/uv}",
+    "${PIP_CACHE_DIR:-~/.cache/pip}", "${XDG_CACHE_HOME:-~/.cache}/pip", "${XDG_CACHE_HOME:-~/.cache}/uv",
+    "${XDG_CACHE_HOME:-~/.cache}/pypoetry", "${XDG_DATA_HOME:-~/.local/share}/pypoetry", "${POETRY_HOME:-~/.poetry}",
+    "${XDG_DATA_HOME:-~/.local/share}/pipx", "~/.local/pipx", "~/.virtualenvs",
+    "${XDG_DATA_HOME:-~/.local/share}/virtualenvs", "~/.conda/envs", "~/.conda/pkgs", "~/miniconda3", "~/anaconda3",
+    "~/miniforge3", "~/mambaforge", "~/.pixi/bin", "~/.pixi/envs",
     # Version managers of several languages
-    "${ASDF_DATA_DIR:-~/.asdf}", "~/.tool-versions", "${MISE_DATA_DIR:-~/.local/share/mise}", "${XDG_DATA_HOME:-~/.local/share}/rtx",
-    "~/.nix-profile",
+    "${ASDF_DATA_DIR:-~/.asdf}", "~/.tool-versions", "${MISE_DATA_DIR:-~/.local/share/mise}",
+    "${XDG_DATA_HOME:-~/.local/share}/rtx", "~/.nix-profile",
     # JavaScript
     "${NVM_DIR:-~/.nvm}", "${VOLTA_HOME:-~/.volta}", "${FNM_DIR:-~/.local/share/fnm}", "~/.fnm", "~/.npm/_cacache",
-    "~/.npm/_npx", "${XDG_CACHE_HOME:-~/.cache}/yarn", "~/.yarn/berry/cache", "${PNPM_HOME:-~/.local/share/pnpm}", "${XDG_CACHE_HOME:-~/.cache}/pnpm",
-    "~/.pnpm-store", "${BUN_INSTALL:-~/.bun}/bin", "~/.bun/install/cache", "${DENO_DIR:-~/.cache/deno}", "~/.deno/bin",
-    "${XDG_CACHE_HOME:-~/.cache}/ms-playwright", "${XDG_CACHE_HOME:-~/.cache}/Cypress", "${XDG_CACHE_HOME:-~/.cache}/puppeteer", "~/.node-gyp", "${XDG_CACHE_HOME:-~/.cache}/node-gyp",
+    "~/.npm/_npx", "${XDG_CACHE_HOME:-~/.cache}/yarn", "~/.yarn/berry/cache", "${PNPM_HOME:-~/.local/share/pnpm}",
+    "${XDG_CACHE_HOME:-~/.cache}/pnpm", "~/.pnpm-store", "${BUN_INSTALL:-~/.bun}/bin", "~/.bun/install/cache",
+    "${DENO_DIR:-~/.cache/deno}", "~/.deno/bin", "${XDG_CACHE_HOME:-~/.cache}/ms-playwright",
+    "${XDG_CACHE_HOME:-~/.cache}/Cypress", "${XDG_CACHE_HOME:-~/.cache}/puppeteer", "~/.node-gyp",
+    "${XDG_CACHE_HOME:-~/.cache}/node-gyp",
     # Rust, Go
     "${CARGO_HOME:-~/.cargo}/bin", "${CARGO_HOME:-~/.cargo}/registry", "${CARGO_HOME:-~/.cargo}/git",
-    "${RUSTUP_HOME:-~/.rustup}", "${GOPATH:-~/go}/bin", "${GOPATH:-~/go}/pkg", "${GOMODCACHE:-~/go/pkg/mod}", "${GOCACHE:-~/.cache/go-build}",
-    "~/sdk", "${XDG_CACHE_HOME:-~/.cache}/golangci-lint",
+    "${RUSTUP_HOME:-~/.rustup}", "${GOPATH:-~/go}/bin", "${GOPATH:-~/go}/pkg", "${GOMODCACHE:-~/go/pkg/mod}",
+    "${GOCACHE:-~/.cache/go-build}", "~/sdk", "${XDG_CACHE_HOME:-~/.cache}/golangci-lint",
     # JVM
     "~/.m2/repository", "~/.m2/wrapper", "${GRADLE_USER_HOME:-~/.gradle}/caches", "${GRADLE_USER_HOME:-~/.gradle}/wrapper",
     "${GRADLE_USER_HOME:-~/.gradle}/native", "${GRADLE_USER_HOME:-~/.gradle}/jdks", "${SDKMAN_DIR:-~/.sdkman}/candidates",
     "~/.jdks", "~/.ivy2/cache", "~/.ivy2/local", "~/.sbt/boot", "${XDG_CACHE_HOME:-~/.cache}/coursier", "~/.konan",
     # Ruby, .NET, Haskell, OCaml, Lean, Nim, Julia, Dart, Zig, Perl, PHP, C and C++ caches
-    "${RBENV_ROOT:-~/.rbenv}", "~/.rvm", "~/.gem/ruby", "${XDG_DATA_HOME:-~/.local/share}/gem", "~/.bundle/cache", "${DOTNET_ROOT:-~/.dotnet}",
-    "~/.nuget/packages", "~/.ghcup", "~/.cabal/bin", "~/.cabal/packages", "~/.cabal/store", "~/.stack/programs",
-    "~/.stack/snapshots", "~/.stack/pantry", "~/.opam", "~/.elan", "~/.nimble", "~/.juliaup", "~/.julia/packages",
-    "~/.julia/artifacts", "~/.julia/compiled", "~/.pub-cache", "${XDG_CACHE_HOME:-~/.cache}/zig", "~/perl5", "~/.plenv",
-    "~/.composer/vendor", "${XDG_CONFIG_HOME:-~/.config}/composer/vendor", "${XDG_CACHE_HOME:-~/.cache}/ccache", "~/.ccache", "${XDG_CACHE_HOME:-~/.cache}/bazel",
+    "${RBENV_ROOT:-~/.rbenv}", "~/.rvm", "~/.gem/ruby", "${XDG_DATA_HOME:-~/.local/share}/gem", "~/.bundle/cache",
+    "${DOTNET_ROOT:-~/.dotnet}", "~/.nuget/packages", "~/.ghcup", "~/.cabal/bin", "~/.cabal/packages", "~/.cabal/store",
+    "~/.stack/programs", "~/.stack/snapshots", "~/.stack/pantry", "~/.opam", "~/.elan", "~/.nimble", "~/.juliaup",
+    "~/.julia/packages", "~/.julia/artifacts", "~/.julia/compiled", "~/.pub-cache", "${XDG_CACHE_HOME:-~/.cache}/zig",
+    "~/perl5", "~/.plenv", "~/.composer/vendor", "${XDG_CONFIG_HOME:-~/.config}/composer/vendor",
+    "${XDG_CACHE_HOME:-~/.cache}/ccache", "~/.ccache", "${XDG_CACHE_HOME:-~/.cache}/bazel",
     "${XDG_CACHE_HOME:-~/.cache}/bazelisk", "~/.platformio",
     # git's own settings (user.name for a test's commits); the sandbox shows them with credentials masked.
-    "~/.gitconfig", "${XDG_CONFIG_HOME:-~/.config}/git/config", "${XDG_CONFIG_HOME:-~/.config}/git/ignore", "${XDG_CONFIG_HOME:-~/.config}/git/attributes",
+    "~/.gitconfig", "${XDG_CONFIG_HOME:-~/.config}/git/config", "${XDG_CONFIG_HOME:-~/.config}/git/ignore",
+    "${XDG_CONFIG_HOME:-~/.config}/git/attributes",
 )
 # Variables naming a toolchain's folder (or a list of them), shown where they lead into a hidden home.
 TOOLCHAIN_VARIABLES: tuple[str, ...] = (
