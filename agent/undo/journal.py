@@ -88,7 +88,9 @@ class UndoResult(BaseModel):
         return "; ".join(parts)
 
 
-class SessionInfo(BaseModel):
+class SessionSnapshots(BaseModel):
+    """What the journal holds of one session (the session store lists the sessions: agent.session.store)."""
+
     session_id: str
     started: float  # unix time of the start snapshot
     steps: int  # snapshots after the start (steps that changed files)
@@ -550,17 +552,17 @@ class Journal:
             del self.snapshots[index + 1 :]
             return result
 
-    def adopt(self, session_id: str) -> None:
-        """Go on with an earlier session's journal (`ribbit --continue`): its snapshots, then one of the
-        files as they are now, where what changed while ribbit was closed counts as someone else's
-        (undo keeps it)."""
+    def resume(self) -> None:
+        """Go on with this session's earlier snapshots (`ribbit --continue`; the journal was given its id),
+        then one of the files as they are now, where what changed while ribbit was closed counts as someone
+        else's (undo keeps it)."""
+        session_id = self.session_id
         snapshots = self.session_snapshots(session_id)
         if not snapshots:
             raise JournalError(f"session {shown(session_id)} has no journal here")
         if self._ref_exists(f"{self.namespace}/{session_id}/reverted"):
             raise JournalError(f"session {session_id} was undone with `ribbit undo`; start a new one")
         with self._lock:
-            self.session_id = session_id
             self.snapshots = snapshots
             try:
                 changed = [self._display(p) for p in self._changed(snapshots[-1], self.tree_now())]
@@ -575,8 +577,7 @@ class Journal:
         """`ribbit undo SESSION`: every file the session changed goes back to its start state."""
         snapshots = self.session_snapshots(session_id)
         if not snapshots:
-            known = ", ".join(s.session_id for s in self.sessions()[-3:]) or "none"
-            raise JournalError(f"no ribbit session {shown(session_id)!r} in {self.kind} (recent: {known})")
+            raise JournalError(f"no ribbit session {shown(session_id)!r} in {self.kind}")
         if self._ref_exists(f"{self.namespace}/{session_id}/reverted"):
             raise JournalError(f"session {session_id} was already undone")
         if len(snapshots) < 2:
@@ -591,29 +592,27 @@ class Journal:
             raise JournalError(f"files restored, but the journal could not be updated: {_one_line(exc)}") from None
         return result
 
-    # -- listing --------------------------------------------------------------------------------
+    # -- one session's snapshots ----------------------------------------------------------------
 
     def session_snapshots(self, session_id: str) -> list[str]:
-        steps = self._refs().get(session_id, {})
+        steps = self._refs(session_id).get(session_id, {})
         return [steps[n] for n in sorted(steps)]
 
-    def sessions(self) -> list[SessionInfo]:
-        """Every session journaled in this repository, oldest first."""
-        infos = []
-        reverted = self._reverted()
-        for sid, steps in self._refs().items():
-            ordered = [steps[n] for n in sorted(steps)]
-            try:
-                started = self._commit_time(ordered[0])
-                files = self._changed(ordered[0], ordered[-1]) if len(ordered) > 1 else []
-            except GIT_ERRORS:
-                continue
-            infos.append(SessionInfo(
-                session_id=sid, started=started, steps=len(ordered) - 1,
-                files=[self._display(p) for p in files], reverted=sid in reverted,
-            ))
-        infos.sort(key=lambda s: (s.started, s.session_id))
-        return infos
+    def snapshots_of(self, session_id: str) -> SessionSnapshots | None:
+        """What this journal holds of a session (None: nothing, or unreadable)."""
+        ordered = self.session_snapshots(session_id)
+        if not ordered:
+            return None
+        try:
+            started = self._commit_time(ordered[0])
+            files = self._changed(ordered[0], ordered[-1]) if len(ordered) > 1 else []
+            reverted = self._ref_exists(f"{self.namespace}/{session_id}/reverted")
+        except GIT_ERRORS:
+            return None
+        return SessionSnapshots(
+            session_id=session_id, started=started, steps=len(ordered) - 1,
+            files=[self._display(p) for p in files], reverted=reverted,
+        )
 
 
     def _restore(
@@ -725,8 +724,10 @@ class Journal:
                     return {}
         return {}
 
-    def _refs(self) -> dict[str, dict[int, str]]:
-        out = self._objects.text("for-each-ref", "--format=%(refname) %(objectname)", self.namespace + "/")
+    def _refs(self, session_id: str = "") -> dict[str, dict[int, str]]:
+        """Snapshot refs by session (one session's, given its id)."""
+        where = f"{self.namespace}/{session_id}/" if session_id else self.namespace + "/"
+        out = self._objects.text("for-each-ref", "--format=%(refname) %(objectname)", where)
         sessions: dict[str, dict[int, str]] = {}
         for line in out.splitlines():
             name, _, sha = line.partition(" ")
@@ -734,13 +735,6 @@ class Journal:
             if len(parts) == 2 and parts[1].isdigit():
                 sessions.setdefault(parts[0], {})[int(parts[1])] = sha
         return sessions
-
-    def _reverted(self) -> set[str]:
-        out = self._objects.text("for-each-ref", "--format=%(refname)", self.namespace + "/")
-        return {
-            line[len(self.namespace) + 1:].split("/")[0]
-            for line in out.splitlines() if line.endswith("/reverted")
-        }
 
     def _ref_exists(self, ref: str) -> bool:
         return bool(self._objects.text("for-each-ref", "--format=%(refname)", ref).strip())
