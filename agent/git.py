@@ -119,8 +119,8 @@ def git_environment(overrides: Sequence[tuple[str, str]], extra: Mapping[str, st
                     *, work_tree: Path | None = None, read_user_config: bool = False) -> dict[str, str]:
     """A minimal environment for git: kept basics, hardening, config overrides, then `extra`.
 
-    `read_user_config` keeps the user's global and system config visible: only for reading a
-    value with `git config --get` (reading config runs nothing)."""
+    `read_user_config` keeps the user's global and system config visible: only for reading
+    values with `git config --get` or `--list` (reading config runs nothing)."""
     env = {k: v for k, v in os.environ.items() if k in _KEPT_ENVIRONMENT or k.startswith("LC_")}
     env["PATH"] = os.pathsep.join(_safe_entries(env.get("PATH", os.defpath), _known_work_trees()))
     env.update(_HARDENED_ENVIRONMENT)
@@ -205,8 +205,8 @@ def run_git(
     fifos: WorkTreeFifos | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     """Run one git command hardened as this module says; GitError (one line) when it fails."""
-    if read_user_config and not (args[:1] == ["config"] and "--get" in args):
-        raise ValueError("the user's own config is only ever read, with `git config --get`")
+    if read_user_config and not (args[:1] == ["config"] and ("--get" in args or "--list" in args)):
+        raise ValueError("the user's own config is only ever read, with `git config --get` or `--list`")
     argv = [git_executable(work_tree or cwd), "--no-pager", *args]
     started = time.monotonic()
     try:
@@ -376,6 +376,31 @@ def init_private_repository(git_dir: Path, work_tree: Path) -> GitRepo:
     repo = GitRepo(git_dir=git_dir, work_tree=work_tree)
     repo.run("config", "core.bare", "false")
     return repo
+
+
+@dataclass(frozen=True)
+class TrackedFiles:
+    """The files git tracks under a folder (`ribbit quantize --calibrate DIR` reads them)."""
+
+    top: Path  # the repository's work tree
+    files: list[Path]  # under the folder asked about
+    head: str | None  # the commit checked out (12 hex digits), None before the first
+
+
+def tracked_files(folder: Path) -> TrackedFiles:
+    """What git tracks under `folder`, asked through this module (DIR's own config runs nothing: its
+    core.fsmonitor or hooks are overridden like every repository's). LookupError (one line) when `folder`
+    is not in a repository's work tree or git cannot say."""
+    try:
+        repo = find_repository(folder)
+        if repo is None:
+            raise LookupError("not inside a git repository's work tree; calibration reads its tracked files")
+        listing = repo.text("ls-files", "-z", cwd=folder, env={"GIT_LITERAL_PATHSPECS": "1"})
+        head = repo.run("rev-parse", "--short=12", "--verify", "-q", "HEAD", check=False)
+    except GitError as exc:
+        raise LookupError(str(exc)) from None
+    commit = os.fsdecode(head.stdout).strip() if head.returncode == 0 else None
+    return TrackedFiles(top=repo.work_tree, files=[folder / name for name in listing.split("\0") if name], head=commit or None)
 
 
 # Which repository each session root uses, decided when its session started (see Glob's listing).

@@ -66,7 +66,7 @@ from models.embedded import DEMO_LIMITS, EMBEDDED_NAME, WORKING_MODELS, is_embed
 from models.backends import DEFAULT_SPECS, EngineOptions, load_model, resolve_spec, spec_forms
 
 FIRST_RUN_HINT = f"Running {EMBEDDED_NAME}, {DEMO_LIMITS}. {WORKING_MODELS[0].upper()}{WORKING_MODELS[1:]}."
-MODEL_FAILED_HINT = ("type /model SPEC to load another (a GGUF path, default, openai:http://HOST:PORT/v1#MODEL), "
+MODEL_FAILED_HINT = (f"type /model SPEC to load another ({spec_forms()}), "
                      "or quit (Ctrl+C twice) and start ribbit with --model SPEC")
 HELP_TEXT = "\n".join(
     ["Keys: Enter send · Shift+Enter/Ctrl+J newline · Up/Down history · Tab complete /command · "

@@ -114,10 +114,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             parsed = run_parser().parse_args(args[1:])
             return run_command(parsed)
         if command == "quantize":
+            from agent.session import tracked_files
             from models.llama_runtime import open_for_logits
             from quantize.cli import quantize_main
 
-            return quantize_main(args[1:], load_for_verify=open_for_logits)
+            return quantize_main(args[1:], load_for_verify=open_for_logits, list_tracked=tracked_files)
         if command == "eval":
             from app.eval_cmd import eval_main
 

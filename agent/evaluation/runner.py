@@ -389,6 +389,7 @@ class EvalRun:
             workspace = open_workspace(
                 model, root, mode="full-auto", approver=RejectAll(), sink=fanout([usage, transcript]),
                 limits=config.limits, no_sandbox=config.no_sandbox, watch=False,
+                listed=config.keep_worktrees,  # a worktree that is removed needs no entry in the state folder
             )
             session = workspace.session
             with self._lock:

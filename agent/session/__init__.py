@@ -36,6 +36,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "agent.session.transcript": ("TranscriptWriter", "fanout"),
     "agent.session.diagnostics": ("agent_checks",),
     "agent.core.crashlog": ("describe",),
+    # `ribbit quantize --calibrate DIR`'s file list, through ribbit's hardened git (quantize never starts git).
+    "agent.git": ("tracked_files",),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_WHERE)
@@ -63,6 +65,7 @@ if TYPE_CHECKING:
         project_allow_list,
     )
     from agent.core.crashlog import describe
+    from agent.git import tracked_files
     from agent.core.events import (
         AgentEvent,
         ApprovalEvent,

@@ -9,18 +9,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent.session.store import SessionStore
-from agent.undo.journal import Journal, JournalError, SessionSnapshots, UndoResult, open_journals
+from agent.undo.journal import JournalError, SessionSnapshots, UndoResult, open_journals
 
 
 def journaled_sessions(root: Path) -> tuple[list[SessionSnapshots], str]:
     """The sessions of `root` the store lists that a journal holds, oldest first, and where the journal
     is (for a message when there are none)."""
     journals = open_journals(root.resolve())
-    found = []
-    for session_id in SessionStore(root).session_ids():
-        held = next((s for j in journals if (s := j.snapshots_of(session_id)) is not None), None)
-        if held is not None:
-            found.append(held)
+    left = set(SessionStore(root).session_ids())
+    found: list[SessionSnapshots] = []
+    for journal in journals:  # the repository's, then the private one where the folder had one first
+        held = journal.snapshots_of(left)
+        found += held
+        left -= {s.session_id for s in held}
     found.sort(key=lambda s: (s.started, s.session_id))
     return found, journals[0].kind
 
@@ -38,5 +39,3 @@ def undo_session(root: Path, session_id: str | None = None) -> UndoResult:
     journal = next((j for j in journals if j.session_snapshots(session_id)), journals[0])
     return journal.undo_session(session_id)
 
-
-__all__ = ["Journal", "JournalError", "SessionSnapshots", "UndoResult", "journaled_sessions", "undo_session"]

@@ -439,9 +439,11 @@ def open_workspace(
     reasoning: bool | None = None,
     save: bool = False,
     resume: SavedSession | None = None,
+    listed: bool = True,
 ) -> Workspace:
     """`save`: keep the session on disk as it goes (agent.session.store: the TUI and `ribbit run` do;
-    eval, review and benchmarks do not); `resume`: go on with a saved one (implies save)."""
+    eval, review and benchmarks do not); `resume`: go on with a saved one (implies save); `listed`: the
+    store lists the session for `ribbit undo` (eval lists it only where it keeps the worktree)."""
     root = check_repo(root)
     check_state()
     try:
@@ -476,7 +478,7 @@ def open_workspace(
         journal.resume()  # undo goes on where the session left off
     elif read_only is None:
         journal.snapshot("start")
-        if journal_namespace is None:  # a review's worktree journal is not the user's to undo
+        if listed and journal_namespace is None:  # a review's worktree journal is not the user's to undo
             SessionStore(root).note_journaled(session_id)
     journal_notices = journal.take_notices()
     recorder: SessionRecorder | None = None

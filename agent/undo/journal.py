@@ -13,7 +13,8 @@ Refs: `refs/ribbit/<session>/<n>` is snapshot n of a session (0 = its start);
 `refs/ribbit/<session>/open` is there while a task runs, and stays when its last step could not be
 recorded (a full disk, a crash): `ribbit undo` then also takes back what differs from the last snapshot.
 
-Undo restores exact bytes and modes. It first compares every file it would touch, on disk and
+Undo restores exact bytes and modes (the plan and the writes: agent/undo/restore.py; the journal reads
+the two states from git and hands them over). It first compares every file it would touch, on disk and
 through no link, with the snapshot it takes back, and refuses (naming the file, restoring
 nothing) if it differs: changed by the user afterwards, hidden by .gitignore and then edited, a
 folder the user put files in, a link planted where a folder was. Writes walk folders one at a
@@ -772,23 +773,31 @@ class Journal:
         steps = self._refs(session_id).get(session_id, {})
         return [steps[n] for n in sorted(steps)]
 
-    def snapshots_of(self, session_id: str) -> SessionSnapshots | None:
-        """What this journal holds of a session (None: nothing, or unreadable)."""
-        ordered = self.session_snapshots(session_id)
-        if not ordered:
-            return None
+    def snapshots_of(self, session_ids: Iterable[str]) -> list[SessionSnapshots]:
+        """What this journal holds of these sessions (the store lists them; one it holds nothing of, or
+        cannot read, is left out)."""
+        wanted = set(session_ids)
         try:
-            started = self._commit_time(ordered[0])
-            files = self._changed(ordered[0], ordered[-1]) if len(ordered) > 1 else []
-            files = sorted(set(files) | self._uncopied(ordered[-1]))
-            reverted = self._ref_exists(f"{self.namespace}/{session_id}/reverted")
-            cut_short = not reverted and session_id != self._live_session() and self._ref_exists(self._open_ref(session_id))
+            refs = {sid: steps for sid, steps in self._refs().items() if sid in wanted}
+            reverted = self._reverted() if refs else set()
+            still_open = self._marked("open") if refs else set()
         except GIT_ERRORS:
-            return None
-        return SessionSnapshots(
-            session_id=session_id, started=started, steps=len(ordered) - 1,
-            files=[self._display(p) for p in files], reverted=reverted, cut_short=cut_short,
-        )
+            return []
+        held = []
+        for sid, steps in refs.items():
+            ordered = [steps[n] for n in sorted(steps)]
+            try:
+                started = self._commit_time(ordered[0])
+                files = self._changed(ordered[0], ordered[-1]) if len(ordered) > 1 else []
+                files = sorted(set(files) | self._uncopied(ordered[-1]))
+            except GIT_ERRORS:
+                continue
+            held.append(SessionSnapshots(
+                session_id=sid, started=started, steps=len(ordered) - 1,
+                files=[self._display(p) for p in files], reverted=sid in reverted,
+                cut_short=sid in still_open and sid not in reverted and sid != self._live_session(),
+            ))
+        return held
 
 
     def _restore(
@@ -916,6 +925,18 @@ class Journal:
             if len(parts) == 2 and parts[1].isdigit():
                 sessions.setdefault(parts[0], {})[int(parts[1])] = sha
         return sessions
+
+    def _reverted(self) -> set[str]:
+        """The sessions `ribbit undo SESSION` rolled back."""
+        return self._marked("reverted")
+
+    def _marked(self, mark: str) -> set[str]:
+        """The sessions with `refs/ribbit/<session>/<mark>` (reverted; open: a task cut short)."""
+        out = self._objects.text("for-each-ref", "--format=%(refname)", self.namespace + "/")
+        return {
+            line[len(self.namespace) + 1:].split("/")[0]
+            for line in out.splitlines() if line.endswith("/" + mark)
+        }
 
     def _ref_exists(self, ref: str) -> bool:
         return bool(self._objects.text("for-each-ref", "--format=%(refname)", ref).strip())
