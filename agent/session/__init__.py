@@ -12,6 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "agent.session.diagnostics": ("agent_checks",),
+    "agent.session.bang": ("UserCommandResult",),
+    "agent.session.commands": ("CommandError", "CustomCommand", "load_commands"),
+    "agent.session.commit": ("CommitError", "CommitPlan"),
+    "agent.session.mentions": ("MentionRefused", "mention_at_cursor"),
     "agent.diffs": ("Hunk",),
     "agent.git": ("shown",),
     "agent.undo.journal": ("Journal", "JournalError", "SessionInfo", "open_journals"),
@@ -50,6 +54,10 @@ def __getattr__(name: str) -> Any:
 
 if TYPE_CHECKING:
     from agent.session.diagnostics import agent_checks
+    from agent.session.bang import UserCommandResult
+    from agent.session.commands import CommandError, CustomCommand, load_commands
+    from agent.session.commit import CommitError, CommitPlan
+    from agent.session.mentions import MentionRefused, mention_at_cursor
     from agent.diffs import Hunk
     from agent.git import shown
     from agent.undo.journal import Journal, JournalError, SessionInfo, open_journals

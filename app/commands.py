@@ -1,0 +1,287 @@
+"""Slash commands as a table: name -> help -> handler. A new command is one row here (and its handler).
+
+A row says whether the command needs an open session and whether it waits until the agent stops; the
+dispatcher checks both, so handlers only do their work. The user's own commands (Markdown files:
+agent.session.commands) come after the built-in ones in /help and completion; a built-in name wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from agent.session import INIT_TASK, CommitError, CustomCommand, ModeError, no_reasoning_switch
+from app.screens.sessions import RewindScreen
+from app.visible import visible
+
+if TYPE_CHECKING:
+    from app.app import RibbitApp
+
+Handler = Callable[["RibbitApp", str], Awaitable[None]]
+MODE_ARGS = ("ask", "auto-edit", "full-auto", "plan")
+
+KEYS_HELP = [
+    "Keys: Enter send · Shift+Enter/Ctrl+J newline · Up/Down history · Tab complete /command or @path · "
+    "Esc stop the model, tool or !command · Ctrl+C twice quit",
+    "Review: y approve · n reject (type a reason) · space toggle hunk · j/k move · a approve all (auto-edit) · "
+    "s split/unified",
+    "Bash: y run · n don't · p run it, and from now on its program and subcommand here without asking "
+    "(read-only; /allowed lists and revokes)",
+    "In a prompt: @path hands the model a file as Read shows it (@dir/ a listing) · !command runs your own "
+    "command here, its output shown and handed to the model with your next prompt",
+]
+
+
+@dataclass(frozen=True)
+class SlashCommand:
+    name: str  # with the slash
+    help: str
+    handler: Handler
+    session: bool = True  # needs an open session
+    idle: bool = True  # waits until the agent stops
+    args: tuple[str, ...] = ()  # what Tab completes after the name
+
+
+# -- handlers ------------------------------------------------------------------------------------
+
+
+async def quit_app(app: RibbitApp, arg: str) -> None:
+    app.action_quit_app()
+
+
+async def show_help(app: RibbitApp, arg: str) -> None:
+    app.refresh_custom_commands()
+    await app.main.transcript.add_notice(help_text(app.custom_commands))
+
+
+async def model(app: RibbitApp, arg: str) -> None:
+    transcript = app.main.transcript
+    if not arg:
+        await transcript.add_notice(app.describe_model())
+    elif app.workspace is None and app.model_failed:
+        app.retry_model(arg)
+        await transcript.add_notice(f"loading {arg}…")
+    elif app.workspace is None:
+        await not_open(app)
+    elif app.busy:
+        await waits(app, "/model")
+    else:
+        await transcript.add_notice(f"loading {arg}…")
+        app.main.status.activity = "loading model"
+        app.load_other_model(arg)
+
+
+async def allowed(app: RibbitApp, arg: str) -> None:
+    """`/allowed`: the command prefixes allowed here; `/allowed revoke N|PREFIX` forgets one."""
+    assert app.workspace is not None
+    transcript, prefixes = app.main.transcript, app.workspace.allowed_prefixes()
+    verb, _, target = arg.partition(" ")
+    if not verb:
+        if not prefixes:
+            await transcript.add_notice("no command prefixes allowed in this project ('p' in a Bash question adds one)")
+            return
+        listed = "\n".join(f"{n:>3}. {visible(p, one_line=True)}" for n, p in enumerate(prefixes, start=1))
+        await transcript.add_notice("run here without asking, read-only (/allowed revoke N forgets one):\n" + listed)
+        return
+    target = target.strip()
+    if verb != "revoke" or not target:
+        await transcript.add_notice("/allowed lists; /allowed revoke N (or the prefix) forgets one", "error")
+        return
+    if target.isdigit() and 1 <= int(target) <= len(prefixes):
+        target = prefixes[int(target) - 1]
+    try:
+        removed = app.workspace.revoke_prefix(target)
+    except OSError as exc:
+        await transcript.add_notice(f"/allowed: cannot save the list: {exc.strerror or exc}", "error")
+        return
+    if removed:
+        await transcript.add_notice(f"revoked: commands starting {visible(target, one_line=True)!r} ask again")
+    else:
+        await transcript.add_notice(f"{visible(target, one_line=True)!r} is not among the allowed prefixes", "error")
+
+
+async def set_mode(app: RibbitApp, mode: str) -> None:
+    assert app.workspace is not None
+    transcript, workspace = app.main.transcript, app.workspace
+    if not mode:
+        await transcript.add_notice(f"mode is {workspace.mode}; choose one of: {', '.join(MODE_ARGS)}")
+        return
+    try:
+        app.main.status.mode = workspace.set_mode(mode)
+    except ModeError as exc:
+        choose = "" if mode in MODE_ARGS else f"; choose one of: {', '.join(MODE_ARGS)}"
+        await transcript.add_notice(f"{exc}{choose}", "error")
+        return
+    await transcript.add_notice(f"mode is now {mode}")
+
+
+async def set_reasoning(app: RibbitApp, arg: str) -> None:
+    """`/think on|off`: applies from the next turn (the running task's too); nothing is read again."""
+    assert app.workspace is not None
+    transcript, workspace = app.main.transcript, app.workspace
+    info = workspace.model_info
+    no_switch = no_reasoning_switch(info)
+    if not arg:
+        state = workspace.reasoning_state()
+        if info.reasoning is None:
+            await transcript.add_notice(no_switch)
+        elif state is None:
+            await transcript.add_notice("reasoning is as the server's default; /think on|off asks the server to switch it")
+        else:
+            await transcript.add_notice(f"reasoning is {'on' if state else 'off'}; /think on|off switches it")
+        return
+    if arg not in ("on", "off"):
+        await transcript.add_notice(f"/think takes on or off, not {arg!r}", "error")
+        return
+    if not workspace.set_reasoning(arg == "on"):
+        await transcript.add_notice(no_switch + f"; /think {arg} applies to a model you switch to with /model", "warning")
+        return
+    app.main.status.reasoning = "on" if workspace.reasoning_state() else "off"
+    await transcript.add_notice(f"reasoning {arg} from the next turn (the conversation so far is not read again)")
+
+
+async def diff(app: RibbitApp, arg: str) -> None:
+    app.show_session_diff()
+
+
+async def undo(app: RibbitApp, arg: str) -> None:
+    app.undo()
+
+
+async def compact(app: RibbitApp, arg: str) -> None:
+    app.busy = True
+    app.main.status.activity = "compacting"
+    app.compact(arg)
+
+
+async def rewind(app: RibbitApp, arg: str) -> None:
+    assert app.workspace is not None
+    prompts = app.workspace.prompts()[app.rewind_from:]
+    if not prompts:
+        await app.main.transcript.add_notice("nothing to rewind: no prompt in this conversation yet", "warning")
+    else:
+        app.push_screen(RewindScreen(prompts), callback=app.rewind_chosen)
+
+
+async def init(app: RibbitApp, arg: str) -> None:
+    await app.main.transcript.add_user("/init")
+    await app.main.transcript.add_notice("asking the model to draft AGENTS.md; its Write is shown as a diff like any other")
+    app.start_task(INIT_TASK, mentions=False)
+
+
+async def clear(app: RibbitApp, arg: str) -> None:
+    assert app.workspace is not None
+    await app.main.transcript.clear()
+    app.workspace.clear()  # keeps the system prompt; the next task starts a new conversation
+    # /rewind goes back within this conversation only; the gauge shows what the next turn reads.
+    app.rewind_from = len(app.workspace.prompts())
+    app.main.status.context_used = app.workspace.prompt_tokens()
+    app.preload()  # back to just the system prompt, read (or restored) before the next task
+    app.main.status.step = 0
+
+
+async def commit(app: RibbitApp, arg: str) -> None:
+    """`/commit`: the model drafts a message for the session's files; the user edits or accepts it."""
+    assert app.workspace is not None
+    try:
+        plan = app.workspace.plan_commit()  # a few git calls: quick, and its refusal is one line at once
+    except CommitError as exc:
+        await app.main.transcript.add_notice(f"commit: {exc}", "warning")
+        return
+    await app.main.transcript.add_notice("commit: the model drafts a message for " + ", ".join(plan.shown))
+    app.busy = True
+    app.main.status.activity = "drafting the commit message"
+    app.draft_commit(plan)
+
+
+async def run_custom(app: RibbitApp, command: CustomCommand, arg: str) -> None:
+    """A command of the user's own: its prompt, with what was typed after it, goes out like a typed prompt."""
+    assert app.workspace is not None
+    transcript = app.main.transcript
+    await transcript.add_user(f"/{command.name} {arg}".rstrip())
+    where = "the project's" if command.scope == "project" else "your"
+    cut = " (cut to its first 8,000 bytes)" if command.cut else ""
+    await transcript.add_notice(f"/{command.name}: {where} command, {visible(str(command.path), one_line=True)}{cut}")
+    if command.mode is not None and command.mode != app.workspace.mode:
+        try:
+            app.main.status.mode = app.workspace.set_mode(command.mode)
+        except ModeError as exc:
+            await transcript.add_notice(f"/{command.name} asks for {command.mode} mode: {exc}; not sent", "error")
+            return
+        await transcript.add_notice(f"mode is now {command.mode} (/{command.name} sets it)")
+    app.start_task(command.expand(arg))
+
+
+# -- the table -----------------------------------------------------------------------------------
+
+
+BUILTIN: dict[str, SlashCommand] = {c.name: c for c in (
+    SlashCommand("/help", "show keys and commands", show_help, session=False, idle=False),
+    SlashCommand("/diff", "everything this session changed, file by file", diff),
+    SlashCommand("/undo", "revert the last applied change", undo),
+    SlashCommand("/rewind", "back to before an earlier prompt: its files, the conversation, or both", rewind),
+    SlashCommand("/commit", "commit the files this session changed, with a message the model drafts and you edit",
+                 commit),
+    SlashCommand("/compact", "summarise the conversation to free the context: /compact [what to focus on]", compact),
+    SlashCommand("/clear", "clear the transcript and start a new conversation", clear),
+    SlashCommand("/mode", "show or set the approval mode: /mode ask|auto-edit|full-auto|plan", set_mode,
+                 idle=False, args=MODE_ARGS),
+    SlashCommand("/model", "show the model in use, or switch to another: /model SPEC", model, session=False, idle=False),
+    SlashCommand("/allowed", "command prefixes that run here without asking: /allowed, /allowed revoke N", allowed,
+                 idle=False),
+    SlashCommand("/think", "reasoning on or off from the next turn: /think on|off", set_reasoning, idle=False,
+                 args=("on", "off")),
+    SlashCommand("/init", "ask the model to draft an AGENTS.md for this repository (shown as a diff)", init),
+    SlashCommand("/quit", "quit ribbit", quit_app, session=False, idle=False),
+)}
+
+
+def command_list(custom: Mapping[str, CustomCommand]) -> dict[str, str]:
+    """Every command's name and help line: the built-in ones, then the user's own (for /help and completion)."""
+    listed = {name: row.help for name, row in BUILTIN.items()}
+    for name, command in sorted(custom.items()):
+        listed.setdefault(f"/{name}", f"{visible(command.description, one_line=True)} ({command.scope})")
+    return listed
+
+
+def command_args() -> dict[str, tuple[str, ...]]:
+    return {name: row.args for name, row in BUILTIN.items() if row.args}
+
+
+def help_text(custom: Mapping[str, CustomCommand]) -> str:
+    width = max(len(name) for name in command_list(custom))
+    return "\n".join([*KEYS_HELP, *(f"{name:<{width}} {text}" for name, text in command_list(custom).items())])
+
+
+async def not_open(app: RibbitApp) -> None:
+    await app.main.transcript.add_notice(f"no session: {app.setup_error}" if app.setup_error else
+                                         "the session is not open yet", "warning")
+
+
+async def waits(app: RibbitApp, name: str) -> None:
+    await app.main.transcript.add_notice(f"{name} waits until the agent stops; press Esc to stop it", "warning")
+
+
+async def run_command(app: RibbitApp, text: str) -> None:
+    """Dispatch `/name arg` through the table (or to the user's own command of that name)."""
+    name, _, arg = text.strip().partition(" ")
+    arg = arg.strip()
+    row = BUILTIN.get(name)
+    custom = None if row is not None else app.custom_commands.get(name[1:])
+    if row is None and custom is None and app.workspace is not None:
+        app.refresh_custom_commands()  # a file added since the last look
+        custom = app.custom_commands.get(name[1:])
+    if row is None and custom is None:
+        await app.main.transcript.add_notice(f"unknown command {visible(name, one_line=True)}; /help lists them", "error")
+        return
+    if (row is None or row.session) and app.workspace is None:
+        await not_open(app)
+        return
+    if (row is None or row.idle) and app.busy:
+        await waits(app, name)
+        return
+    if row is not None:
+        await row.handler(app, arg)
+    elif custom is not None:
+        await run_custom(app, custom, arg)
