@@ -2,9 +2,8 @@
 
 Completion matches in memory against the repository's file list (tracked and untracked, not ignored:
 `git ls-files -co --exclude-standard`), built once per session off the UI thread and rebuilt after the
-watcher or the agent changed files. Matching runs as compiled regular expressions over the whole list
-joined into one string (C speed: a 50,000-file repository costs milliseconds a keystroke, bench/mentions.py);
-a query that extends the last one searches only the last one's matches.
+watcher or the agent changed files. Matching runs as compiled regular expressions over the whole list,
+kept best-first and joined into one string, stopping at the last match wanted (C speed: bench/mentions.py).
 
 On send, each `@file` is read as the Read tool would return it (same paging by the output budget, same
 refusals: outside the repository, `.git/`, links out, special and binary files), and `@dir/` becomes a
@@ -13,7 +12,7 @@ listing of the files under it. A mention that names nothing is left as text (`@p
 
 from __future__ import annotations
 
-import heapq
+import functools
 import os
 import re
 import threading
@@ -73,10 +72,10 @@ class FileIndex:
         self.repo = repo
         self.paths: list[str] = []
         self._joined = ""
+        self._low = ""  # the same, lowercased: what match() scans
         self._lock = threading.Lock()
         self.built = False
         self.stale = True
-        self._last: tuple[str, str] | None = None  # (query, its fuzzy matches joined): narrowed next time
 
     def invalidate(self) -> None:
         """Files were added or removed (the watcher saw it, or the agent wrote): rebuild before next use."""
@@ -86,12 +85,15 @@ class FileIndex:
         """Rebuild the list from git (blocks: a worker thread calls it)."""
         self.stale = False
         paths = self._list()
-        folders = sorted({p[: i + 1] for p in paths for i in _slashes(p)})
-        everything = sorted(paths) + folders
+        folders = {p[: i + 1] for p in paths for i in _slashes(p)}
+        everything = sorted([*paths, *folders], key=_rank)  # match() takes the first matches as the best
+        joined = "".join("\n" + p for p in everything)  # a newline before every line, the first too
+        low = joined.lower()
+        if len(low) != len(joined):  # a name whose lowercase is longer (rare): match it as it is
+            low = joined
         with self._lock:
             self.paths = everything
-            self._joined = "\n".join(everything)
-            self._last = None
+            self._joined, self._low = joined, low
             self.built = True
 
     def _list(self) -> list[str]:
@@ -104,37 +106,59 @@ class FileIndex:
         return sorted({os.fsdecode(p) for p in out.split(b"\0") if p and "\n" not in os.fsdecode(p)})
 
     def match(self, query: str, limit: int = 8) -> list[str]:
-        """Up to `limit` paths for `query`: a file name starting with it first, then paths holding it,
-        then paths holding its characters in order (fuzzy); shorter paths first within each."""
+        """Up to `limit` paths for `query`: a file or folder name starting with it first, then paths holding
+        it, then paths holding its characters in order (fuzzy); shallower and shorter paths first in each.
+
+        The list is kept in that order (`_rank`) and lowercased once, so each tier is one case-sensitive
+        scan (which finds literals at C speed; IGNORECASE would not) that stops at the `limit`-th match."""
         with self._lock:
-            joined, last = self._joined, self._last
-        if not query:
-            lines = joined.split("\n") if joined else []
-            return heapq.nsmallest(limit, lines, key=_rank)
-        if "\n" in query:
+            joined, low = self._joined, self._low
+        query = query.lower()
+        if "\n" in query or not joined:
             return []
-        pool = last[1] if last is not None and query.startswith(last[0]) else joined
-        flags = re.IGNORECASE | re.MULTILINE
-        fuzzy = "".join(f"[^{re.escape(c)}\n]*+{re.escape(c)}" for c in query)  # possessive: linear time
-        candidates = re.findall(f"^{fuzzy}[^\n]*", pool, flags)
-        with self._lock:
-            if self._joined is joined:
-                self._last = (query, "\n".join(candidates))
+        if not query:
+            return joined.split("\n", limit + 1)[1: limit + 1]
         q = re.escape(query)
-        name_first = re.compile(f"(?:^|/){q}[^/]*/?$", re.IGNORECASE)
-        holds = re.compile(q, re.IGNORECASE)
-        picked: list[str] = []
-        for tier in (
-            [c for c in candidates if name_first.search(c)],
-            [c for c in candidates if holds.search(c)],
-            candidates,
-        ):
-            for path in heapq.nsmallest(limit * 2, tier, key=_rank):
-                if path not in picked:
-                    picked.append(path)
+        end = r"/?(?=\n|\Z)"  # the name runs to the end of its line (a folder's ends with /)
+        # Every line starts after a newline (the list has one in front): a pattern that starts with a literal
+        # is found by C's fast search, where `^` with MULTILINE would try every position in Python's VM.
+        names = sorted([*self._starts(f"/{q}[^/\n]*{end}", low, limit), *self._starts(f"\n{q}[^/\n]*{end}", low, limit)])
+        tiers = [names, self._starts(q, low, limit + len(names))]
+        # Fuzzy only where it can find more: two characters or more, each somewhere in the list.
+        if len(query) > 1 and all(c in low for c in set(query)):
+            fuzzy = "\n" + "".join(f"[^{re.escape(c)}\n]*+{re.escape(c)}" for c in query)  # possessive: linear
+            tiers.append(self._starts(fuzzy, low, limit * 2 + len(names)))
+        picked: dict[int, None] = {}  # line starts, best first
+        for tier in tiers:
+            for line in tier:
+                picked.setdefault(line)
                 if len(picked) >= limit:
-                    return picked
-        return picked
+                    break
+            if len(picked) >= limit:
+                break
+        return [joined[line: _line_end(joined, line)] for line in picked]
+
+    @staticmethod
+    def _starts(pattern: str, low: str, limit: int) -> list[int]:
+        """Where the lines holding the first `limit` matches of `pattern` start, in order."""
+        found: list[int] = []
+        for match in _compiled(pattern).finditer(low):
+            line = low.rfind("\n", 0, match.start() + 1) + 1  # a match may begin with its line's newline
+            if not found or found[-1] != line:
+                found.append(line)
+                if len(found) >= limit:
+                    break
+        return found
+
+
+def _line_end(text: str, start: int) -> int:
+    end = text.find("\n", start)
+    return len(text) if end < 0 else end
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
 
 
 def _slashes(path: str) -> list[int]:
