@@ -76,7 +76,8 @@ def run_user_command(command: str, root: Path, cancel: threading.Event) -> UserC
 
     def read() -> None:
         assert proc.stdout is not None
-        while chunk := proc.stdout.read1(65536):
+        fd = proc.stdout.fileno()
+        while chunk := os.read(fd, 65536):  # what has come, not a full buffer: an Esc never waits on it
             collected.feed(chunk)
 
     reader = threading.Thread(target=read, name="ribbit-bang-output", daemon=True)

@@ -198,3 +198,29 @@ async def test_commit_with_an_edited_message(repo: Path, replay_file) -> None:  
         porcelain = subprocess.run(["git", "-C", str(repo), "status", "--porcelain"], capture_output=True, text=True,
                                    check=True).stdout.splitlines()
         assert sorted(porcelain) == [" M test_calc.py", "A  NOTES.md"]
+
+
+async def test_a_toy_slash_command_is_one_table_row(tui_app, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    from app import commands
+
+    seen: list[str] = []
+
+    async def toy(app, arg: str) -> None:  # type: ignore[no-untyped-def]
+        seen.append(arg)
+        await app.main.transcript.add_notice(f"toy says {arg}")
+
+    monkeypatch.setitem(commands.BUILTIN, "/toy", commands.SlashCommand("/toy", "a toy command", toy, args=("loud",)))
+    app = tui_app("Unused.")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        app.main.prompt.focus()
+        await pilot.press(*"/to")
+        await wait_for(pilot, lambda: "/toy" in hints(app) and "a toy command" in hints(app), what="completion")
+        await pilot.press("tab")
+        assert app.main.prompt.text == "/toy "
+        await pilot.press(*"lo", "tab")
+        assert app.main.prompt.text == "/toy loud"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: seen == ["loud"], what="the handler")
+        await send(pilot, "/help")
+        await wait_for(pilot, lambda: any("/toy" in n and "a toy command" in n for n in notices(app)), what="/help")
