@@ -388,8 +388,10 @@ class Workspace:
         self._bang_cancel.set()
 
     def clear(self) -> None:
-        """Start a new conversation: only the system prompt is kept (call it between runs)."""
+        """Start a new conversation: only the system prompt is kept (call it between runs); `!command`
+        outputs not yet handed to the model go too."""
         self.session.clear()
+        self.handed.clear()
 
     def set_mode(self, mode: str) -> Mode:
         """Switch the approval mode (a ModeChanged event follows); ModeError says why not."""

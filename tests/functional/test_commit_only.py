@@ -69,3 +69,22 @@ def test_first_commit_on_an_unborn_branch(tmp_path: Path) -> None:
     commit_only(gitrepo, ["a.py"], "Add a\n")
     assert git(root, "log", "--format=%s").strip() == "Add a"
     assert status(root) == ["?? b.py"]
+
+
+def test_a_head_that_moved_meanwhile_is_not_overwritten(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import agent.git as gitmodule
+
+    built = gitmodule._tree_with
+
+    def and_someone_commits(*args, **kwargs):  # type: ignore[no-untyped-def]
+        found = built(*args, **kwargs)
+        git(repo, "commit", "-q", "--allow-empty", "-m", "the user's commit, meanwhile")
+        return found
+
+    monkeypatch.setattr(gitmodule, "_tree_with", and_someone_commits)
+    (repo / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    gitrepo = find_repository(repo)
+    assert gitrepo is not None
+    with pytest.raises(GitError, match="update-ref"):
+        commit_only(gitrepo, ["calc.py"], "Fix add\n")
+    assert git(repo, "log", "-1", "--format=%s").strip() == "the user's commit, meanwhile"

@@ -1,4 +1,4 @@
-"""`@file` and `!command` on the real llama.cpp path (the embedded SmolLM2 GGUF): what the user hands over
+"""`@file`, `!command` and `/commit`'s draft on the real llama.cpp path (the embedded SmolLM2 GGUF): what the user hands over
 enters the token stream once, appended; nothing the model read before is evaluated again."""
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ def test_attached_file_is_evaluated_once_and_appended(repo: Path) -> None:
         first = [e for e in events if isinstance(e, UsageEvent)]
         workspace.run_user_command("echo the tests pass")
         workspace.run("Thanks. Anything else?", mentions=True)
+        workspace.session.answer("ribbit: write a one-line commit message for this.", 24)  # /commit's draft
+        workspace.run("Good.", mentions=True)
         usages = [e for e in events if isinstance(e, UsageEvent)]
         messages = workspace.conversation()
         users = [m.content for m in messages if m.role == "user"]
@@ -33,10 +35,10 @@ def test_attached_file_is_evaluated_once_and_appended(repo: Path) -> None:
         workspace.close()
         model.close()
     assert sum(m.content.count("note 40: the add function must add") for m in messages) == 1
-    assert "The user ran `echo the tests pass`" in users[-1] and "the tests pass" in users[-1]
+    assert users[1].startswith("Thanks.") and "The user ran `echo the tests pass`" in users[1]
     # The first turn read the file (with the system prompt and the task): at least the file's tokens.
     assert first[0].evaluated_tokens >= counted
-    assert len(usages) >= 2 and usages[-1].evaluated_tokens > 0
+    assert len(usages) >= 4 and usages[-1].evaluated_tokens > 0
     for before, after in zip(usages, usages[1:]):
         assert after.prompt_tokens == after.cached_tokens + after.evaluated_tokens
         # Append-only: everything read and written before is reused; only what was appended is evaluated.

@@ -1,0 +1,57 @@
+"""`!command` through the session API: the user's environment (or the sandbox, when sandbox.toml says so),
+the journal recording its changes as the user's, and its output waiting for the next prompt."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from agent.session import RejectAll, open_workspace
+from agent.session.workspace import Workspace
+from models.replay import ReplayModel
+
+
+def workspace(repo: Path, replay_file, **kwargs: object) -> Workspace:  # type: ignore[no-untyped-def]
+    model = ReplayModel(replay_file("Done."))
+    return open_workspace(model, repo, mode="auto-edit", approver=RejectAll(), sink=lambda e: None, **kwargs)  # type: ignore[arg-type]
+
+
+def test_user_command_runs_as_the_user_and_undo_keeps_its_changes(
+    repo: Path, replay_file, monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+) -> None:
+    monkeypatch.setenv("RIBBIT_TEST_USER_TOKEN", "users-own-value")
+    ws = workspace(repo, replay_file)
+    try:
+        result = ws.run_user_command("echo token=$RIBBIT_TEST_USER_TOKEN; echo made > made.txt; exit 3")
+        assert result.exit_code == 3 and "token=users-own-value" in result.output
+        assert (repo / "made.txt").read_text() == "made\n"
+        assert ws.handed == ["The user ran `echo token=$RIBBIT_TEST_USER_TOKEN; echo made > made.txt; exit 3` in the "
+                             "repository (exit code 3); its output:\ntoken=users-own-value"]
+        assert "made.txt" not in ws.journal.agent_changed
+        undone = ws.undo_last()
+        assert undone.kept == ["made.txt"] and undone.restored == [] and undone.deleted == []
+        assert (repo / "made.txt").read_text() == "made\n"
+        ws.clear()
+        assert ws.handed == []  # a new conversation starts without it
+    finally:
+        ws.close()
+
+
+def test_user_command_in_the_sandbox_when_the_settings_say_so(
+    repo: Path, replay_file, monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+) -> None:
+    settings = Path(os.environ["XDG_CONFIG_HOME"]) / "ribbit" / "sandbox.toml"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text("bang_sandbox = true\n")
+    monkeypatch.setenv("RIBBIT_TEST_USER_TOKEN", "users-own-value")
+    ws = workspace(repo, replay_file)
+    try:
+        assert ws.bang_sandbox and ws.sandboxed
+        result = ws.run_user_command("echo token=[$RIBBIT_TEST_USER_TOKEN]; echo made > made.txt")
+        assert result.exit_code == 0 and "token=[]" in result.output  # the sandbox's environment, not the user's
+        assert (repo / "made.txt").read_text() == "made\n"  # the repository is writable, as for the user
+        assert "made.txt" not in ws.journal.agent_changed
+    finally:
+        ws.close()
