@@ -27,10 +27,14 @@ import stat
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.paths import config_home, home_dir
+
+# What a command may do to the repository: plan mode and read-only commands get "read-only".
+Access = Literal["read-only", "read-write"]
 
 # Variables that tests, build tools and toolchains need; nothing that usually carries a secret.
 # `LC_ALL` is folded into LANG and LC_MESSAGES is pinned to C below (see sandbox_env).

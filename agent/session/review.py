@@ -24,7 +24,8 @@ from agent.core.approvals import Approver, PatchHunkApprovalRequest, RejectAll
 from agent.diffs import Hunk, apply_hunks, make_hunks
 from agent.core.events import EventSink, SummaryEvent
 from agent.git import GitRepo
-from agent.undo.journal import GIT_ERRORS, Blocked, Journal, JournalError, TreeEntry, _one_line
+from agent.undo.journal import GIT_ERRORS, Journal, JournalError, _one_line
+from agent.undo.worktree import Blocked, TreeEntry
 from agent.paths import state_home
 from agent.core.loop import Limits, run_interruptibly
 from agent.session.workspace import Workspace, check_repo, open_workspace
