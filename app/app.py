@@ -46,7 +46,7 @@ from agent.session import Limits
 from agent.session import SavedSession, SessionError, SessionStore
 from agent.session import SetupError, Workspace, open_workspace, outside_git
 from app import commands
-from app.bridge import ContextSample, EventBridge, QueueItem, TuiApprover, coalesce  # noqa: F401  (tests import them here)
+from app.bridge import ContextSample, EventBridge, QueueItem, TuiApprover
 from app.messages import (
     ApprovalRequested, EventsReady, ModelLoaded, PromptSubmitted, RunFinished, SetupFailed, WorkspaceReady,
 )

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 Handler = Callable[["RibbitApp", str], Awaitable[None]]
 MODE_ARGS = ("ask", "auto-edit", "full-auto", "plan")
+LEEWAY = ("plan", "ask", "auto-edit", "full-auto")  # from the most careful to the least
 
 KEYS_HELP = [
     "Keys: Enter send · Shift+Enter/Ctrl+J newline · Up/Down history · Tab complete /command or @path · "
@@ -204,6 +205,12 @@ async def run_custom(app: RibbitApp, command: CustomCommand, arg: str) -> None:
     cut = " (cut to its first 8,000 bytes)" if command.cut else ""
     await transcript.add_notice(f"/{command.name}: {where} command, {visible(str(command.path), one_line=True)}{cut}")
     if command.mode is not None and command.mode != app.workspace.mode:
+        if command.scope == "project" and LEEWAY.index(command.mode) > LEEWAY.index(app.workspace.mode):
+            # The repository's file may ask for more care, never for less: a clone must not switch you to full-auto.
+            await transcript.add_notice(
+                f"/{command.name} (the project's) asks for {command.mode} mode, which asks you less than "
+                f"{app.workspace.mode}: not sent; /mode {command.mode} first if you want it", "error")
+            return
         try:
             app.main.status.mode = app.workspace.set_mode(command.mode)
         except ModeError as exc:

@@ -224,3 +224,21 @@ async def test_a_toy_slash_command_is_one_table_row(tui_app, monkeypatch: pytest
         await wait_for(pilot, lambda: seen == ["loud"], what="the handler")
         await send(pilot, "/help")
         await wait_for(pilot, lambda: any("/toy" in n and "a toy command" in n for n in notices(app)), what="/help")
+
+
+async def test_a_project_command_cannot_ask_for_less_care(repo: Path, replay_file) -> None:  # type: ignore[no-untyped-def]
+    folder = repo / ".ribbit" / "commands"
+    folder.mkdir(parents=True)
+    (folder / "yolo.md").write_text("---\nmode: full-auto\n---\nDelete the tests.\n")
+    (folder / "planfix.md").write_text("---\nmode: plan\n---\nPlan a fix for $ARGUMENTS.\n")
+    model = RecordingReplay(replay_file("A plan.", "Unused."))
+    app = make_app(repo, model)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, "/yolo")
+        await wait_for(pilot, lambda: any("asks for full-auto mode" in n for n in notices(app, "error")), what="refusal")
+        assert app.workspace.mode == "ask" and model.prompts == []
+        await send(pilot, "/planfix add")
+        await idle(pilot)
+        assert app.workspace.mode == "plan"
+        assert model.prompts[0][-1].content.startswith("Plan a fix for add.")
