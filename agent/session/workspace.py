@@ -32,7 +32,7 @@ from agent.session.bang import BEFORE_STEP, USER_STEP, UserCommandResult, run_us
 from agent.session.commands import CustomCommand, load_commands
 from agent.session.commit import CommitError, CommitPlan, clean_message, draft_request, make_commit, plan_commit
 from agent.session.commit import DRAFT_TOKENS
-from agent.session.mentions import Attachment, FileIndex, attach
+from agent.session.mentions import Attachment, FileIndex, MentionRefused, attach
 from agent.core.tools.bash import fit_output
 from models.base import ChatModel, ModelError, ModelInfo
 from models.chat import ChatMessage, ToolCall
@@ -315,7 +315,15 @@ class Workspace:
     def attachments(self, text: str) -> list[Attachment]:
         """What each `@path` in `text` hands the model (agent.session.mentions); MentionRefused says why not."""
         session = self.session
-        return attach(text, session.tool_context, session.output_budget(), self.files)
+        budget = session.output_budget()
+        found = attach(text, session.tool_context, budget, self.files)
+        # Each is paged like a tool result; together they must leave the conversation room to go on.
+        room = min(self.limits.context, self.model_info.context_length or self.limits.context) // 2
+        tokens = sum(budget.count(a.text) for a in found)
+        if tokens > room:
+            raise MentionRefused(f"the attached files take about {tokens} tokens, more than half the context "
+                                 f"({room}); attach fewer, or name them in the prompt for the model to Read")
+        return found
 
     def complete_path(self, query: str, limit: int = 8) -> list[str]:
         """`@` completion: repository paths matching `query` (in memory; [] until the list is built)."""

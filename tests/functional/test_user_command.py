@@ -55,3 +55,17 @@ def test_user_command_in_the_sandbox_when_the_settings_say_so(
         assert "made.txt" not in ws.journal.agent_changed
     finally:
         ws.close()
+
+
+def test_attachments_must_leave_room_in_the_context(repo: Path, replay_file) -> None:  # type: ignore[no-untyped-def]
+    from agent.session import Limits, MentionRefused
+
+    for n in range(4):
+        (repo / f"part{n}.txt").write_text("".join(f"line {i} of part {n}, some words\n" for i in range(400)))
+    ws = workspace(repo, replay_file, limits=Limits(context=8192, tool_output_tokens=2000))
+    try:
+        assert len(ws.attachments("@part0.txt")) == 1
+        with pytest.raises(MentionRefused, match="more than half the context"):
+            ws.attachments("@part0.txt @part1.txt @part2.txt @part3.txt")
+    finally:
+        ws.close()
