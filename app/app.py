@@ -40,7 +40,7 @@ from agent.session import (
     UsageEvent,
     WritingProgress,
 )
-from agent.session import CommitError, CommitPlan, CustomCommand, MentionRefused
+from agent.session import CustomCommand, MentionRefused
 from agent.session import JournalError
 from agent.session import Limits
 from agent.session import SavedSession, SessionError, SessionStore
@@ -51,7 +51,6 @@ from app.messages import (
     ApprovalRequested, EventsReady, ModelLoaded, PromptSubmitted, RunFinished, SetupFailed, WorkspaceReady,
 )
 from app.screens.bash import BashApprovalScreen
-from app.screens.commit import CommitScreen
 from app.screens.confirm import ConfirmScreen
 from app.screens.main import PROMPT_PLACEHOLDER, MainScreen
 from app.screens.pacing import PacedScreen
@@ -360,7 +359,7 @@ class RibbitApp(App[int]):
             return
         transcript = self.main.transcript
         if text.startswith("!") and text[1:].strip():
-            await self.user_command(text[1:].strip())
+            await commands.user_command(self, text[1:].strip())
             return
         if self.busy:
             await transcript.add_notice("the agent is still working; press Esc to stop it first", "warning")
@@ -448,74 +447,12 @@ class RibbitApp(App[int]):
         with suppress(NoMatches):
             self.main.refresh_hints()
 
-    async def user_command(self, command: str) -> None:
-        """`!command`: the user's own command, run here as they would run it; Esc stops it."""
-        transcript = self.main.transcript
-        await transcript.add_user("!" + command)
-        if self.workspace is None:
-            await commands.not_open(self)
-            return
-        if self.busy:
-            await transcript.add_notice("the agent is still working; press Esc to stop it first", "warning")
-            return
-        self.busy = True
-        self.main.status.activity = "running your command (Esc stops it)"
-        self.run_user_command(command)
-
-    @work(thread=True, exclusive=True, group="agent")
-    def run_user_command(self, command: str) -> None:
-        assert self.workspace is not None
-        try:
-            result = self.workspace.run_user_command(command)
-        except Exception as exc:  # it could not start (no bash, a sandbox error): one line
-            self.call_from_thread(self._user_command_done, f"!{command}: {type(exc).__name__}: {exc}", "error")
-            return
-        shown = self.workspace.handed[-1] if self.workspace.handed else result.output
-        body = shown.split("\n", 1)[1] if "\n" in shown else ""
-        level = "info" if result.exit_code == 0 else "warning"
-        text = f"$ {command}  ({result.status()}; the model reads it with your next prompt)\n{body}"
-        self.call_from_thread(self._user_command_done, text, level)
-
-    async def _user_command_done(self, text: str, level: str) -> None:
+    async def finish_side_work(self, text: str, level: str = "info") -> None:
+        """A `!command` or a commit step ended on a worker: the prompt is free again, and one line says how."""
         await self.drain()
         self.busy = False
         self.main.status.activity = ""
         await self.main.transcript.add_notice(text, level)
-
-    @work(thread=True, exclusive=True, group="agent")
-    def draft_commit(self, plan: CommitPlan) -> None:
-        """`/commit`: the model drafts (off the UI thread), then the dialog opens with the draft."""
-        assert self.workspace is not None
-        try:
-            draft = self.workspace.draft_commit_message(plan)
-        except (ModelError, CommitError, OSError) as exc:
-            draft = ""
-            self.call_from_thread(self._notice, f"commit: the model could not draft a message ({exc}); write one", "warning")
-        self.call_from_thread(self._open_commit, plan, draft)
-
-    async def _open_commit(self, plan: CommitPlan, draft: str) -> None:
-        await self.drain()
-        self.busy = False
-        self.main.status.activity = ""
-
-        def chosen(message: str | None) -> None:
-            if message is None:
-                self.call_later(self._notice, "commit: cancelled; nothing was committed")
-            else:
-                self.commit(plan, message)
-
-        self.push_screen(CommitScreen(draft, plan.shown), callback=chosen)
-
-    @work(thread=True, exclusive=True, group="undo")
-    def commit(self, plan: CommitPlan, message: str) -> None:
-        assert self.workspace is not None
-        try:
-            commit = self.workspace.commit(plan, message)
-        except CommitError as exc:
-            self.call_from_thread(self._notice, f"commit: {exc}", "error")
-            return
-        subject = message.strip().splitlines()[0]
-        self.call_from_thread(self._notice, f"committed {commit[:12]} {subject!r}: {', '.join(plan.shown)}")
 
     async def on_run_finished(self, message: RunFinished) -> None:
         await self.drain()

@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from agent.session import INIT_TASK, CommitError, CustomCommand, ModeError, no_reasoning_switch
+from app.screens.commit import CommitScreen
 from app.screens.sessions import RewindScreen
 from app.visible import visible
+from models.base import ModelError
 
 if TYPE_CHECKING:
     from app.app import RibbitApp
@@ -183,17 +185,79 @@ async def clear(app: RibbitApp, arg: str) -> None:
 
 
 async def commit(app: RibbitApp, arg: str) -> None:
-    """`/commit`: the model drafts a message for the session's files; the user edits or accepts it."""
-    assert app.workspace is not None
+    """`/commit`: the model drafts a message for the session's files (a worker), the user edits or accepts it
+    in a dialog, and another worker commits exactly those files."""
+    workspace = app.workspace
+    assert workspace is not None
     try:
-        plan = app.workspace.plan_commit()  # a few git calls: quick, and its refusal is one line at once
+        plan = workspace.plan_commit()  # a few git calls: quick, and its refusal is one line at once
     except CommitError as exc:
         await app.main.transcript.add_notice(f"commit: {exc}", "warning")
         return
-    await app.main.transcript.add_notice("commit: the model drafts a message for " + ", ".join(plan.shown))
+    shown = ", ".join(visible(p, one_line=True) for p in plan.shown)
+    await app.main.transcript.add_notice(f"commit: the model drafts a message for {shown}")
     app.busy = True
     app.main.status.activity = "drafting the commit message"
-    app.draft_commit(plan)
+
+    def draft() -> None:
+        try:
+            text = workspace.draft_commit_message(plan)
+        except (ModelError, OSError) as exc:
+            text = ""
+            app.call_from_thread(app.main.transcript.add_notice,
+                                 f"commit: the model could not draft a message ({exc}); write one", "warning")
+        app.call_from_thread(ask, text)
+
+    async def ask(text: str) -> None:
+        await app.finish_side_work("commit: edit the message, Ctrl+S commits it, Esc cancels")
+        app.push_screen(CommitScreen(text, plan.shown), callback=chosen)
+
+    def chosen(message: str | None) -> None:
+        if message is None:
+            app.call_later(app.main.transcript.add_notice, "commit: cancelled; nothing was committed")
+            return
+        app.busy = True
+        app.main.status.activity = "committing"
+        app.run_worker(lambda: make(message), thread=True, exclusive=True, group="agent")
+
+    def make(message: str) -> None:
+        try:
+            commit_id = workspace.commit(plan, message)
+        except CommitError as exc:
+            app.call_from_thread(app.finish_side_work, f"commit: {exc}", "error")
+            return
+        subject = visible(message.strip().splitlines()[0], one_line=True)
+        app.call_from_thread(app.finish_side_work, f"committed {commit_id[:12]} {subject!r}: {shown}")
+
+    app.run_worker(draft, thread=True, exclusive=True, group="agent")
+
+
+async def user_command(app: RibbitApp, command: str) -> None:
+    """`!command`: the user's own command, run here as they would run it (a worker); Esc stops it."""
+    transcript = app.main.transcript
+    await transcript.add_user("!" + command)
+    workspace = app.workspace
+    if workspace is None:
+        await not_open(app)
+        return
+    if app.busy:
+        await transcript.add_notice("the agent is still working; press Esc to stop it first", "warning")
+        return
+    app.busy = True
+    app.main.status.activity = "running your command (Esc stops it)"
+
+    def run() -> None:
+        try:
+            result = workspace.run_user_command(command)
+        except Exception as exc:  # it could not start (no bash, a sandbox error): one line
+            app.call_from_thread(app.finish_side_work, f"!{command}: {type(exc).__name__}: {exc}", "error")
+            return
+        handed = workspace.handed[-1] if workspace.handed else ""
+        body = handed.split("\n", 1)[1] if "\n" in handed else result.output  # what the model will read
+        text = f"$ {command}  ({result.status()}; the model reads it with your next prompt)\n{body}"
+        app.call_from_thread(app.finish_side_work, text, "info" if result.exit_code == 0 else "warning")
+
+    app.run_worker(run, thread=True, exclusive=True, group="agent")
 
 
 async def run_custom(app: RibbitApp, command: CustomCommand, arg: str) -> None:
