@@ -199,9 +199,9 @@ def attach(text: str, ctx: ToolContext, budget: OutputBudget, index: FileIndex |
             body = ReadTool().run(ReadArgs(file_path=path), ctx.for_call("attach", budget))
         except ToolError as exc:
             raise MentionRefused(f"@{shown(raw)}: {exc}") from None
-        lines = body.count("\n") + 1 if not body.startswith("The file") else 0
+        lines = sum(1 for line in body.split("\n") if line[6:7] == "\t" and line[:6].strip().isdigit())  # shown
         found.append(Attachment(
-            path=rel, what=f"{shown(rel)} ({lines} lines)",
+            path=rel, what=f"{shown(rel)} ({lines} line{'' if lines == 1 else 's'})",
             text=f"The user attached @{rel}, as Read shows it:\n{body}",
         ))
     return found
@@ -226,6 +226,6 @@ def _listing(rel: str, folder: Path, budget: OutputBudget, index: FileIndex | No
         body += f"\n\n(Showing {kept} of {len(names)} files; the rest did not fit. Use Glob to see more.)"
     shown_rel = prefix or "./"
     return Attachment(
-        path=shown_rel, what=f"{shown(shown_rel)} ({len(names)} files)",
+        path=shown_rel, what=f"{shown(shown_rel)} ({len(names)} file{'' if len(names) == 1 else 's'})",
         text=f"The user attached @{shown_rel}, a listing of the files under it:\n{body}",
     )

@@ -242,3 +242,20 @@ async def test_a_project_command_cannot_ask_for_less_care(repo: Path, replay_fil
         await idle(pilot)
         assert app.workspace.mode == "plan"
         assert model.prompts[0][-1].content.startswith("Plan a fix for add.")
+
+
+async def test_commit_cancelled_with_esc_commits_nothing(repo: Path, replay_file) -> None:  # type: ignore[no-untyped-def]
+    fix = xml_call("Edit", file_path="calc.py", old_string="a - b", new_string="a + b")
+    app = make_app(repo, RecordingReplay(replay_file(xml_call("Read", file_path="calc.py"), fix, "Fixed.", "Fix add")),
+                   mode="auto-edit")
+    before = git(repo, "rev-parse", "HEAD")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, "fix add")
+        await idle(pilot)
+        await send(pilot, "/commit")
+        await wait_for(pilot, lambda: isinstance(app.screen, CommitScreen), what="the dialog")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: any("cancelled; nothing was committed" in n for n in notices(app)), what="cancel")
+        assert git(repo, "rev-parse", "HEAD") == before
+        assert not app.busy

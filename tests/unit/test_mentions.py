@@ -94,4 +94,5 @@ def test_attach_pages_by_the_budget_and_lists_folders(repo: Path) -> None:
     big, listing = found
     assert "line 1 of a long file" in big.text and "line 2000 of" not in big.text
     assert "Read again with offset=" in big.text
-    assert listing.path == "pkg/" and listing.text.endswith("a.py\nb.py")
+    assert listing.path == "pkg/" and listing.text.endswith("a.py\nb.py") and listing.what == "pkg/ (2 files)"
+    assert big.what.startswith("big.txt (") and big.what != "big.txt (2000 lines)"
