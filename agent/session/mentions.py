@@ -176,9 +176,11 @@ def _strip_trailing(root: Path, path: str) -> str:
     return path
 
 
-def attach(text: str, ctx: ToolContext, budget: OutputBudget, index: FileIndex | None = None) -> list[Attachment]:
+def attach(text: str, ctx: ToolContext, budget: OutputBudget, index: FileIndex | None = None,
+           missing: list[str] | None = None) -> list[Attachment]:
     """The attachments of every `@path` in `text`; MentionRefused (one line) for one that names a path the
-    tools refuse. A path that names nothing is left as text."""
+    tools refuse. A path that names nothing is left as text (and added to `missing` if it looks like a path:
+    a `/` or a `.` in it, so `@property` stays quiet)."""
     found: list[Attachment] = []
     root = ctx.root
     for raw in mentions(text):
@@ -190,6 +192,8 @@ def attach(text: str, ctx: ToolContext, budget: OutputBudget, index: FileIndex |
         except ToolError as exc:
             raise MentionRefused(f"@{shown(raw)}: {exc}") from None
         if not os.path.lexists(resolved) and not os.path.lexists(root / path):
+            if missing is not None and ("/" in path or "." in path):
+                missing.append(path)
             continue  # not a path: left as the text it is
         rel = display_path(root, resolved)
         if resolved.is_dir():

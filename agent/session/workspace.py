@@ -316,7 +316,11 @@ class Workspace:
         """What each `@path` in `text` hands the model (agent.session.mentions); MentionRefused says why not."""
         session = self.session
         budget = session.output_budget()
-        found = attach(text, session.tool_context, budget, self.files)
+        missing: list[str] = []
+        found = attach(text, session.tool_context, budget, self.files, missing)
+        if missing:
+            listed = ", ".join("@" + shown(p) for p in missing)
+            session.sink(NoticeEvent(level="info", text=f"no such file here, sent as text: {listed}"))
         # Each is paged like a tool result; together they must leave the conversation room to go on.
         room = min(self.limits.context, self.model_info.context_length or self.limits.context) // 2
         tokens = sum(budget.count(a.text) for a in found)

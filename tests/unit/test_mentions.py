@@ -69,7 +69,9 @@ def test_attach_reads_as_read_does_and_refuses_what_read_refuses(repo: Path, tmp
     assert [a.path for a in found] == ["calc.py"]
     assert "     1\tdef add(a, b):\n     2\t    return a - b" in found[0].text
     assert repo.resolve() / "calc.py" in ctx.read_state._stamps  # an Edit after it needs no Read first
-    assert attach("the @property decorator", ctx, budget) == []  # names nothing: plain text
+    missing: list[str] = []
+    assert attach("the @property decorator, @calc.pyy", ctx, budget, missing=missing) == []  # plain text
+    assert missing == ["calc.pyy"]  # looks like a path: the user hears of it
     (tmp_path / "outside.txt").write_text("secret\n")
     with pytest.raises(MentionRefused, match="outside the repository"):
         attach("read @../outside.txt", ctx, budget)
