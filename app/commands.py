@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from agent.session import INIT_TASK, CommitError, CustomCommand, ModeError, no_reasoning_switch
+from agent.session import INIT_TASK, CommitError, CommitPlan, CustomCommand, ModeError, no_reasoning_switch
 from app.screens.commit import CommitScreen
 from app.screens.sessions import RewindScreen
 from app.visible import visible
@@ -189,17 +189,20 @@ async def commit(app: RibbitApp, arg: str) -> None:
     in a dialog, and another worker commits exactly those files."""
     workspace = app.workspace
     assert workspace is not None
-    try:
-        plan = workspace.plan_commit()  # a few git calls: quick, and its refusal is one line at once
-    except CommitError as exc:
-        await app.main.transcript.add_notice(f"commit: {exc}", "warning")
-        return
-    shown = ", ".join(visible(p, one_line=True) for p in plan.shown)
-    await app.main.transcript.add_notice(f"commit: the model drafts a message for {shown}")
     app.busy = True
     app.main.status.activity = "drafting the commit message"
+    plan: CommitPlan | None = None
+    shown = ""
 
     def draft() -> None:
+        nonlocal plan, shown
+        try:
+            plan = workspace.plan_commit()  # git: a diff a step of the session
+        except CommitError as exc:
+            app.call_from_thread(app.finish_side_work, f"commit: {exc}", "warning")
+            return
+        shown = ", ".join(visible(p, one_line=True) for p in plan.shown)
+        app.call_from_thread(app.main.transcript.add_notice, f"commit: the model drafts a message for {shown}")
         try:
             text = workspace.draft_commit_message(plan)
         except (ModelError, OSError) as exc:
@@ -209,6 +212,7 @@ async def commit(app: RibbitApp, arg: str) -> None:
         app.call_from_thread(ask, text)
 
     async def ask(text: str) -> None:
+        assert plan is not None
         await app.finish_side_work("commit: edit the message, Ctrl+S commits it, Esc cancels")
         app.push_screen(CommitScreen(text, plan.shown), callback=chosen)
 
@@ -221,6 +225,7 @@ async def commit(app: RibbitApp, arg: str) -> None:
         app.run_worker(lambda: make(message), thread=True, exclusive=True, group="agent")
 
     def make(message: str) -> None:
+        assert plan is not None
         try:
             commit_id = workspace.commit(plan, message)
         except CommitError as exc:

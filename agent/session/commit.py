@@ -1,7 +1,7 @@
 """`/commit` and `ribbit run --commit`: the files this session changed, committed with a message the model
 drafted in the style of the repository's recent history.
 
-Only the agent's files (the journal's `agent_changed`: the user's own changes and `!command`s left out,
+Only the agent's files (the journal's `agent_paths`: the user's own changes and `!command`s left out,
 ignored files too) and only where they differ from HEAD; the commit is made through the hardened git
 (agent.git.commit_only: a temporary index, commit-tree, update-ref against the HEAD it was built on), so
 the user's other staged and unstaged work is untouched and no hook runs.
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from agent.git import GitError, GitRepo, changed_from_head, commit_only, diff_from_head, recent_subjects
+from agent.undo.journal import JournalError
 
 if TYPE_CHECKING:
     from agent.session.workspace import Workspace
@@ -47,14 +48,18 @@ class CommitPlan:
 
 
 def plan_commit(workspace: Workspace) -> CommitPlan:
-    """What `/commit` would commit; CommitError (one line) in plan mode, outside git, or with nothing to commit."""
+    """What `/commit` would commit; CommitError (one line) in plan mode, outside git, or with nothing to commit.
+    Runs git (a diff a step): call it off the UI thread."""
     if workspace.mode == "plan":
         raise CommitError("/commit is not available in plan mode (nothing may change); /mode ask first")
     journal = workspace.journal
     if journal.private:
         raise CommitError("this folder is not a git repository: there is nothing to commit to (`git init` first)")
     root, top = journal.root, journal.top
-    candidates = set(journal.agent_changed) | set(workspace.session.changes.files_changed)
+    try:
+        candidates = journal.agent_paths() | set(workspace.session.changes.files_changed)
+    except JournalError as exc:
+        raise CommitError(f"cannot read the journal: {exc}") from None
     ignored = journal.ignored(sorted(candidates)) if candidates else set()
     rels = sorted(p for p in candidates if p not in ignored)
     by_top = {(root / p).relative_to(top).as_posix(): p for p in rels}

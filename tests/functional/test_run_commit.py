@@ -44,3 +44,17 @@ def test_run_commit_refusals(capsys: pytest.CaptureFixture[str], tmp_path: Path,
     result = ribbit_run(capsys, tmp_path, repo, replay_file("Planned."), "--mode", "plan", "--commit")
     assert result.code == 2 and "--commit: plan mode cannot commit" in result.stderr
     assert git(repo, "rev-parse", "HEAD") == before
+
+
+def test_run_commit_after_continue_commits_the_earlier_runs_files(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, repo: Path, replay_file,  # type: ignore[no-untyped-def]
+) -> None:
+    first = replay_file(xml_call("Read", file_path="calc.py"), FIX, "Fixed.", name="first.jsonl")
+    assert ribbit_run(capsys, tmp_path, repo, first, "--mode", "auto-edit").code == 0
+    (repo / "mine.txt").write_text("the user's, between the runs\n")
+    second = replay_file("Nothing more to do.", "Fix add", name="second.jsonl")
+    result = ribbit_run(capsys, tmp_path, repo, second, "--mode", "auto-edit", "--continue", "--commit",
+                        task="commit it")
+    assert result.code == 0, result.stderr
+    assert git(repo, "show", "--name-only", "--format=%s", "HEAD").split() == ["Fix", "add", "calc.py"]
+    assert porcelain(repo) == ["?? mine.txt"]
