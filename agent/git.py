@@ -456,23 +456,38 @@ def recent_subjects(repo: GitRepo, count: int = 10) -> list[str]:
     return [line for line in out.splitlines() if line.strip()]
 
 
-def _entry_for(repo: GitRepo, path: str) -> str | None:
-    """`mode,blob,path` for update-index --cacheinfo, the file hashed as it is on disk (no filters); None
-    when nothing committable is there (deleted, a folder, a special file)."""
-    full = repo.work_tree / path
-    try:
-        info = os.lstat(full)
-    except OSError:
-        return None
-    if stat.S_ISLNK(info.st_mode):
-        target = os.fsencode(os.readlink(full))
-        blob = repo.text("hash-object", "-w", "--stdin", input=target).strip()
-        return f"120000,{blob},{path}"
-    if not stat.S_ISREG(info.st_mode):
-        return None
-    blob = repo.text("hash-object", "-w", "--no-filters", "--", path, cwd=repo.work_tree).strip()
-    mode = "100755" if info.st_mode & 0o111 else "100644"
-    return f"{mode},{blob},{path}"
+def _index_records(repo: GitRepo, paths: Sequence[str]) -> bytes:
+    """`update-index -z --index-info` records for `paths` as they are on disk, hashed without filters (one
+    git call for all regular files): a blob for a file or a link, a removal for anything else (deleted, a
+    folder, a special file)."""
+    files: list[tuple[str, str]] = []  # (path, mode)
+    records: list[bytes] = []
+    zero = "0" * len(repo.text("hash-object", "--stdin", input=b"").strip())
+    for path in paths:
+        full = repo.work_tree / path
+        try:
+            info = os.lstat(full)
+        except OSError:
+            info = None
+        if info is not None and stat.S_ISLNK(info.st_mode):
+            blob = repo.text("hash-object", "-w", "--stdin", input=os.fsencode(os.readlink(full))).strip()
+            records.append(os.fsencode(f"120000 {blob}\t{path}"))
+        elif info is not None and stat.S_ISREG(info.st_mode):
+            mode = "100755" if info.st_mode & 0o111 else "100644"
+            if "\n" in path:  # --stdin-paths reads lines: this one on its own
+                blob = repo.text("hash-object", "-w", "--no-filters", "--", path).strip()
+                records.append(os.fsencode(f"{mode} {blob}\t{path}"))
+            else:
+                files.append((path, mode))
+        else:
+            records.append(os.fsencode(f"0 {zero}\t{path}"))
+    if files:
+        listed = b"".join(os.fsencode(p) + b"\n" for p, _mode in files)
+        blobs = repo.text("hash-object", "-w", "--no-filters", "--stdin-paths", input=listed).split()
+        if len(blobs) != len(files):
+            raise GitError("git hash-object did not hash every file")
+        records += [os.fsencode(f"{mode} {blob}\t{path}") for (path, mode), blob in zip(files, blobs)]
+    return b"".join(r + b"\0" for r in records)
 
 
 def _tree_with(repo: GitRepo, paths: Sequence[str], index_file: Path) -> tuple[str, str | None]:
@@ -482,12 +497,7 @@ def _tree_with(repo: GitRepo, paths: Sequence[str], index_file: Path) -> tuple[s
     head = head_commit(repo)
     if head is not None:
         repo.run("read-tree", head, env=env)
-    for path in paths:
-        entry = _entry_for(repo, path)
-        if entry is None:
-            repo.run("update-index", "--force-remove", "--", path, env=env)
-        else:
-            repo.run("update-index", "--add", "--cacheinfo", entry, env=env)
+    repo.run("update-index", "-z", "--index-info", input=_index_records(repo, paths), env=env)
     return repo.text("write-tree", env=env).strip(), head
 
 
@@ -546,5 +556,8 @@ def commit_only(repo: GitRepo, paths: Sequence[str], message: str) -> str:
     expected = head if head is not None else "0" * len(commit)
     subject = message.splitlines()[0] if message.strip() else ""
     repo.run("update-ref", "-m", f"commit (ribbit): {subject}", "HEAD", commit, expected)
-    repo.run("reset", "-q", commit, "--", *paths, env={"GIT_LITERAL_PATHSPECS": "1"})
+    # The paths on standard input: any number of them, any name (git 2.26+).
+    names = b"".join(os.fsencode(p) + b"\0" for p in paths)
+    repo.run("reset", "-q", "--pathspec-from-file=-", "--pathspec-file-nul", commit, input=names,
+             env={"GIT_LITERAL_PATHSPECS": "1"})
     return commit

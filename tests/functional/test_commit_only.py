@@ -88,3 +88,20 @@ def test_a_head_that_moved_meanwhile_is_not_overwritten(repo: Path, monkeypatch:
     with pytest.raises(GitError, match="update-ref"):
         commit_only(gitrepo, ["calc.py"], "Fix add\n")
     assert git(repo, "log", "-1", "--format=%s").strip() == "the user's commit, meanwhile"
+
+
+def test_odd_names_links_and_modes(repo: Path) -> None:
+    odd = "new\nline name.txt"
+    (repo / odd).write_text("odd\n")
+    (repo / "run.sh").write_text("#!/bin/sh\n")
+    (repo / "run.sh").chmod(0o755)
+    (repo / "link").symlink_to("calc.py")
+    gitrepo = find_repository(repo)
+    assert gitrepo is not None
+    commit_only(gitrepo, [odd, "run.sh", "link"], "Odd ones\n")
+    listed = git(repo, "ls-tree", "-z", "HEAD").split("\0")
+    assert f"100644 blob {git(repo, 'rev-parse', 'HEAD:' + odd).strip()}\t{odd}" in listed
+    assert any(e.startswith("100755 ") and e.endswith("\trun.sh") for e in listed)
+    assert any(e.startswith("120000 ") and e.endswith("\tlink") for e in listed)
+    assert git(repo, "show", "HEAD:link") == "calc.py"
+    assert status(repo) == []
