@@ -103,7 +103,7 @@ class FileIndex:
             out = self.repo.out("ls-files", "-co", "--exclude-standard", "-z", cwd=self.root)
         except GitError:
             return []
-        return sorted({os.fsdecode(p) for p in out.split(b"\0") if p and "\n" not in os.fsdecode(p)})
+        return list({name for p in out.split(b"\0") if p and "\n" not in (name := os.fsdecode(p))})
 
     def match(self, query: str, limit: int = 8) -> list[str]:
         """Up to `limit` paths for `query`: a file or folder name starting with it first, then paths holding
