@@ -59,19 +59,22 @@ def main() -> None:
         print(f"{args.files:,} files (+1,000 ignored): the list has {len(index.paths):,} entries (files and folders)")
         print(f"build (git ls-files -co --exclude-standard + index): median {statistics.median(builds) * 1000:.0f} ms")
         every: list[float] = []
+        best: list[float] = []  # each keystroke's fastest round: its own cost, without the machine's other load
         for query in QUERIES:
-            times = []
+            times: list[list[float]] = [[] for _ in query]
             for _ in range(args.rounds):
                 index.refresh()  # each round types the query from scratch, on a fresh list
                 for end in range(1, len(query) + 1):
                     started = time.perf_counter()
                     found = index.match(query[:end])
-                    times.append(time.perf_counter() - started)
-            every += times
-            print(f"  {query!r:32} per keystroke: median {statistics.median(times) * 1000:5.1f} ms, "
-                  f"max {max(times) * 1000:5.1f} ms; first match: {found[0] if found else '-'}")
-        print(f"all keystrokes: median {statistics.median(every) * 1000:.1f} ms, max {max(every) * 1000:.1f} ms "
-              f"(target: under 50 ms)")
+                    times[end - 1].append(time.perf_counter() - started)
+            flat = [t for per_key in times for t in per_key]
+            every += flat
+            best += [min(per_key) for per_key in times]
+            print(f"  {query!r:32} per keystroke: median {statistics.median(flat) * 1000:5.1f} ms, "
+                  f"max {max(flat) * 1000:5.1f} ms; first match: {found[0] if found else '-'}")
+        print(f"all keystrokes: median {statistics.median(every) * 1000:.1f} ms, max {max(every) * 1000:.1f} ms; "
+              f"the slowest keystroke in its best round {max(best) * 1000:.1f} ms (target: under 50 ms)")
 
 
 if __name__ == "__main__":
