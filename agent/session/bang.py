@@ -16,6 +16,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.sandbox.output_spool import Spool
+
 # Journal step labels: the state before a `!command`, and what it changed (all of it the user's).
 BEFORE_STEP = "before a command of the user's"
 USER_STEP = "the user's command"
@@ -63,9 +65,10 @@ class _Tail:
         return data.decode("utf-8", "replace")
 
 
-def run_user_command(command: str, root: Path, cancel: threading.Event) -> UserCommandResult:
+def run_user_command(command: str, root: Path, cancel: threading.Event, spool: Spool | None = None) -> UserCommandResult:
     """`bash -c command` in `root` with the user's environment, standard input empty, stdout and stderr
-    together; `cancel` stops it (SIGTERM to its process group, SIGKILL after a grace)."""
+    together; `cancel` stops it (SIGTERM to its process group, SIGKILL after a grace). `spool`: where the
+    whole output is also saved, for Read to page through when the result is cut."""
     shell = os.environ.get("SHELL", "") if os.path.basename(os.environ.get("SHELL", "")) in ("bash", "zsh") else ""
     proc = subprocess.Popen(
         [shell or "bash", "-c", command], cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -79,6 +82,8 @@ def run_user_command(command: str, root: Path, cancel: threading.Event) -> UserC
         fd = proc.stdout.fileno()
         while chunk := os.read(fd, 65536):  # what has come, not a full buffer: an Esc never waits on it
             collected.feed(chunk)
+            if spool is not None:
+                spool.feed(chunk)
 
     reader = threading.Thread(target=read, name="ribbit-bang-output", daemon=True)
     reader.start()

@@ -354,20 +354,21 @@ class Workspace:
                 self.session.sink(NoticeEvent(level="warning", text=line))
         self._bang_cancel.clear()
         root = self.session.root
+        spool = self.outputs.new_spool() if self.outputs is not None else None  # the whole output, for Read
         if self.bang_sandbox:
             inner = self.runner.inner if isinstance(self.runner, WatchedRunner) else self.runner
-            ran = inner.run(command, root, 3600.0, self._bang_cancel, access="read-write")
+            ran = inner.run(command, root, 3600.0, self._bang_cancel, access="read-write", spool=spool)
             result = UserCommandResult(command=command, output=ran.output, exit_code=None if ran.cancelled else ran.exit_code,
                                        dropped_lines=ran.dropped_lines, cancelled=ran.cancelled)
         else:
-            result = run_user_command(command, root, self._bang_cancel)
+            result = run_user_command(command, root, self._bang_cancel, spool)
         if watcher is not None:
             watcher.sync()
         if journal.snapshots:
             foreign, _mixed = watcher.take_since_snapshot() if watcher else (set(), set())
             for line in journal.record_user_step(f"{USER_STEP}: {command[:80]}", foreign=foreign):
                 self.session.sink(NoticeEvent(level="warning", text=line))
-        output = fit_output(result.output, result.dropped_lines, self.session.output_budget(), None).rstrip("\n")
+        output = fit_output(result.output, result.dropped_lines, self.session.output_budget(), spool).rstrip("\n")
         self.handed.append(f"The user ran `{command}` in the repository ({result.status()}); its output:\n"
                            + (output or "(no output)"))
         if self.files is not None:

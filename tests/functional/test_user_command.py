@@ -69,3 +69,28 @@ def test_attachments_must_leave_room_in_the_context(repo: Path, replay_file) -> 
             ws.attachments("@part0.txt @part1.txt @part2.txt @part3.txt")
     finally:
         ws.close()
+
+
+def test_a_long_output_is_paged_like_bash_and_saved_for_read(repo: Path, replay_file) -> None:  # type: ignore[no-untyped-def]
+    import re
+
+    from agent.session import Limits
+
+    ws = workspace(repo, replay_file, limits=Limits(tool_output_tokens=300))
+    try:
+        ws.run_user_command("seq 1 5000")
+        handed = ws.handed[-1]
+        assert handed.startswith("The user ran `seq 1 5000` in the repository (exit code 0)")
+        assert "\n1\n2\n" in handed and handed.endswith("\n5000") and "\n2500\n" not in handed
+        saved = re.search(r'Read file_path="([^"]+)" offset=(\d+)', handed)
+        assert saved is not None
+        shown = ws.session.run_tool(_read_call(saved.group(1), int(saved.group(2))))
+        assert not shown[1] and f"\t{saved.group(2)}\n" in shown[0]
+    finally:
+        ws.close()
+
+
+def _read_call(path: str, offset: int):  # type: ignore[no-untyped-def]
+    from models.chat import ToolCall
+
+    return ToolCall(id="r1", name="Read", arguments={"file_path": path, "offset": offset, "limit": 3})
