@@ -287,7 +287,7 @@ class RibbitApp(App[int]):
         transcript = self.main.transcript
         for message in self.workspace.conversation():
             if message.role == "user":
-                await transcript.add_user(message.content)
+                await transcript.add_user(commands.typed_part(message.content))
             elif message.role == "assistant" and message.content.strip():
                 await transcript.stream_text(message.content)
                 await transcript.end_turn()

@@ -313,6 +313,19 @@ BUILTIN: dict[str, SlashCommand] = {c.name: c for c in (
 )}
 
 
+HANDED_MARKS = ("\n\nThe user attached @", "\n\nThe user ran `")  # what Workspace.run appends to a prompt
+
+
+def typed_part(content: str) -> str:
+    """A prompt as the user typed it, for the transcript of a resumed or rewound conversation: the files and
+    command outputs handed over with it are named, not shown again."""
+    cut = min((i for mark in HANDED_MARKS if (i := content.find(mark)) >= 0), default=-1)
+    if cut < 0:
+        return content
+    handed = content.count("\n\nThe user attached @") + content.count("\n\nThe user ran `")
+    return content[:cut] + f"\n(+ {handed} attachment{'' if handed == 1 else 's'}, as the model read them)"
+
+
 def command_list(custom: Mapping[str, CustomCommand]) -> dict[str, str]:
     """Every command's name and help line: the built-in ones, then the user's own (for /help and completion)."""
     listed = {name: row.help for name, row in BUILTIN.items()}

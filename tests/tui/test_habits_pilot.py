@@ -70,6 +70,10 @@ async def test_at_file_completion_and_attachment(repo: Path, replay_file) -> Non
         assert first.role == "user" and first.content.startswith("explain @calc.py")
         assert first.content.count(FILE_LINE) == 1
         assert any(n.startswith("attached: calc.py (2 lines)") for n in notices(app))
+        # A resumed or rewound transcript shows the prompt as typed and names what went with it.
+        from app.commands import typed_part
+
+        assert typed_part(first.content) == "explain @calc.py\n(+ 1 attachment, as the model read them)"
         await send(pilot, "and now?")
         await idle(pilot)
         assert_append_only(model.prompts)
