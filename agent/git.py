@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import IO
 
 from agent.fs import WRITE_NOWAIT_FLAGS, is_git_dir_name
+from models.text import one_line as printable_line
 
 GIT_TIMEOUT_S = 600.0
 FIFO_GRACE_S = 2.0  # a git command still running after this long may be stuck on a FIFO
@@ -118,8 +119,8 @@ def git_environment(overrides: Sequence[tuple[str, str]], extra: Mapping[str, st
                     *, work_tree: Path | None = None, read_user_config: bool = False) -> dict[str, str]:
     """A minimal environment for git: kept basics, hardening, config overrides, then `extra`.
 
-    `read_user_config` keeps the user's global and system config visible: only for reading a
-    value with `git config --get` (reading config runs nothing)."""
+    `read_user_config` keeps the user's global and system config visible: only for reading
+    values with `git config --get` or `--list` (reading config runs nothing)."""
     env = {k: v for k, v in os.environ.items() if k in _KEPT_ENVIRONMENT or k.startswith("LC_")}
     env["PATH"] = os.pathsep.join(_safe_entries(env.get("PATH", os.defpath), _known_work_trees()))
     env.update(_HARDENED_ENVIRONMENT)
@@ -204,8 +205,8 @@ def run_git(
     fifos: WorkTreeFifos | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     """Run one git command hardened as this module says; GitError (one line) when it fails."""
-    if read_user_config and not (args[:1] == ["config"] and "--get" in args):
-        raise ValueError("the user's own config is only ever read, with `git config --get`")
+    if read_user_config and not (args[:1] == ["config"] and ("--get" in args or "--list" in args)):
+        raise ValueError("the user's own config is only ever read, with `git config --get` or `--list`")
     argv = [git_executable(work_tree or cwd), "--no-pager", *args]
     started = time.monotonic()
     try:
@@ -377,6 +378,31 @@ def init_private_repository(git_dir: Path, work_tree: Path) -> GitRepo:
     return repo
 
 
+@dataclass(frozen=True)
+class TrackedFiles:
+    """The files git tracks under a folder (`ribbit quantize --calibrate DIR` reads them)."""
+
+    top: Path  # the repository's work tree
+    files: list[Path]  # under the folder asked about
+    head: str | None  # the commit checked out (12 hex digits), None before the first
+
+
+def tracked_files(folder: Path) -> TrackedFiles:
+    """What git tracks under `folder`, asked through this module (DIR's own config runs nothing: its
+    core.fsmonitor or hooks are overridden like every repository's). LookupError (one line) when `folder`
+    is not in a repository's work tree or git cannot say."""
+    try:
+        repo = find_repository(folder)
+        if repo is None:
+            raise LookupError("not inside a git repository's work tree; calibration reads its tracked files")
+        listing = repo.text("ls-files", "-z", cwd=folder, env={"GIT_LITERAL_PATHSPECS": "1"})
+        head = repo.run("rev-parse", "--short=12", "--verify", "-q", "HEAD", check=False)
+    except GitError as exc:
+        raise LookupError(str(exc)) from None
+    commit = os.fsdecode(head.stdout).strip() if head.returncode == 0 else None
+    return TrackedFiles(top=repo.work_tree, files=[folder / name for name in listing.split("\0") if name], head=commit or None)
+
+
 # Which repository each session root uses, decided when its session started (see Glob's listing).
 _session_repos: dict[Path, GitRepo] = {}
 
@@ -389,18 +415,14 @@ def session_repo(root: Path) -> GitRepo | None:
     return _session_repos.get(root.resolve())
 
 
+def one_line(data: bytes | str, limit: int = 300) -> str:
+    """Git's message as one printable line."""
+    return printable_line(data, limit) or "no message"
+
+
 def shown(path: str) -> str:
     """A path for a one-line message: control characters and undecodable bytes escaped, long ones cut."""
-    text = "".join(c if c.isprintable() and not 0xDC80 <= ord(c) <= 0xDCFF else repr(c)[1:-1] for c in path)
-    return text if len(text) <= 120 else text[:60] + "…" + text[-50:]
-
-
-def one_line(data: bytes | str, limit: int = 300) -> str:
-    """Git's message as one printable line (control characters escaped)."""
-    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-    text = " ".join(text.split())
-    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-    return text[:limit] or "no message"
+    return printable_line(path, 120, fold=False, tail=50)
 
 
 def unstorable_reason(rel: str, *, is_link: bool = False) -> str | None:

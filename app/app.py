@@ -12,7 +12,7 @@ import threading
 import time
 from contextlib import suppress
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from textual import events, work
@@ -60,10 +60,10 @@ from app.screens.sessions import RewindChoice, SessionPickerScreen
 from app.visible import visible
 from models.base import ChatModel, ModelError
 from models.embedded import DEMO_LIMITS, EMBEDDED_NAME, WORKING_MODELS, is_embedded
-from models.spec import DEFAULT_SPECS, load_model, resolve_spec
+from models.backends import DEFAULT_SPECS, EngineOptions, load_model, resolve_spec, spec_forms
 
 FIRST_RUN_HINT = f"Running {EMBEDDED_NAME}, {DEMO_LIMITS}. {WORKING_MODELS[0].upper()}{WORKING_MODELS[1:]}."
-MODEL_FAILED_HINT = ("type /model SPEC to load another (a GGUF path, default, openai:http://HOST:PORT/v1#MODEL), "
+MODEL_FAILED_HINT = (f"type /model SPEC to load another ({spec_forms()}), "
                      "or quit (Ctrl+C twice) and start ribbit with --model SPEC")
 CTRL_C_WINDOW_S = 2.0
 
@@ -117,6 +117,7 @@ class AppConfig:
     no_sandbox: bool = False
     limits: Limits | None = None
     reasoning: bool | None = None  # --reasoning on|off; None: the model's default
+    engine: EngineOptions = field(default_factory=EngineOptions)  # --threads, --draft, --temperature
     # `ribbit -c`: the last saved session; `--resume ID`: that one; `--resume` alone (""): a picker.
     continue_last: bool = False
     resume: str | None = None
@@ -226,7 +227,7 @@ class RibbitApp(App[int]):
                 raise SetupError("review mode is not available in the TUI yet; use `ribbit run --mode review TASK`")
             try:
                 model = cfg.model if cfg.model is not None and not isinstance(cfg.model, str) else load_model(
-                    cfg.model, context=cfg.context
+                    cfg.model, context=cfg.context, engine=cfg.engine
                 )
             except (ModelError, OSError) as exc:
                 self.post_message(SetupFailed(str(exc), model=True))
@@ -258,7 +259,7 @@ class RibbitApp(App[int]):
             self.demo_said = True
             await self.main.transcript.add_notice(FIRST_RUN_HINT, "info")
         resumed = self.config.continue_last or bool(self.config.resume)  # asked when it was started
-        not_git = None if resumed else outside_git(workspace.journal.root)
+        not_git = None if resumed else outside_git(workspace.root)
         if not_git:  # said once, and asked: a folder that is no project is easy to start in by mistake
             await self.main.transcript.add_notice(not_git, "warning")
             self.push_screen(ConfirmScreen("Work in this folder?", not_git, "work here", "quit"), self._outside_git)
@@ -427,9 +428,9 @@ class RibbitApp(App[int]):
     def complete_path(self, query: str) -> list[str]:
         """The prompt's `@` completer: in memory; a stale list is rebuilt in a worker meanwhile."""
         workspace = self.workspace
-        if workspace is None or workspace.files is None:
+        if workspace is None:
             return []
-        if workspace.files.stale and not self._indexing:
+        if workspace.files_stale() and not self._indexing:
             self._indexing = True
             self.index_files()
         return workspace.complete_path(query)
@@ -667,12 +668,12 @@ class RibbitApp(App[int]):
             parts.append(info.path)
         grows = info.context_allocated is not None and info.context_allocated < info.context_length
         parts.append(f"context {info.context_allocated} (grows to {info.context_length})" if grows else f"context {info.context_length}")
-        return "model: " + " · ".join(parts) + ". /model SPEC switches (a GGUF path, default, openai:URL, replay:FILE)."
+        return "model: " + " · ".join(parts) + f". /model SPEC switches ({spec_forms()})."
 
     @work(thread=True, exclusive=True, group="setup")
     def load_other_model(self, spec: str) -> None:
         try:
-            model = load_model(spec, context=self.config.context)
+            model = load_model(spec, context=self.config.context, engine=self.config.engine)
         except (ModelError, OSError) as exc:
             self.post_message(ModelLoaded(spec, error=str(exc)))
             return
@@ -800,9 +801,10 @@ def make_app(
     reasoning: bool | None = None,
     continue_last: bool = False,
     resume: str | None = None,
+    engine: EngineOptions | None = None,
 ) -> RibbitApp:
     """The one way to build the app: used by `ribbit` (tui_main) and by the tests."""
     return RibbitApp(
         AppConfig(repo=Path(repo), model=model, mode=mode, context=context, no_sandbox=no_sandbox, limits=limits,
-                  reasoning=reasoning, continue_last=continue_last, resume=resume)
+                  reasoning=reasoning, continue_last=continue_last, resume=resume, engine=engine or EngineOptions())
     )

@@ -9,18 +9,57 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-from agent.session import INIT_TASK, CommitError, CommitPlan, CustomCommand, ModeError, no_reasoning_switch
+from agent.session import CommitError, CommitPlan, CustomCommand, ModeError, Workspace
 from app.screens.commit import CommitScreen
-from app.screens.sessions import RewindScreen
+from app.screens.main import MainScreen
+from app.screens.sessions import RewindChoice, RewindScreen
 from app.visible import visible
 from models.base import ModelError
 
-if TYPE_CHECKING:
-    from app.app import RibbitApp
 
-Handler = Callable[["RibbitApp", str], Awaitable[None]]
+class CommandHost(Protocol):
+    """What a command's handler may use of the app (RibbitApp is one): its view, its session, its workers."""
+
+    main: MainScreen
+    workspace: Workspace | None
+    busy: bool
+    setup_error: str | None
+    model_failed: bool
+    rewind_from: int
+    custom_commands: dict[str, CustomCommand]
+
+    def refresh_custom_commands(self) -> None: ...
+    def retry_model(self, spec: str) -> None: ...
+    def describe_model(self) -> str: ...
+    def start_task(self, task: str, mentions: bool = True) -> None: ...
+    def rewind_chosen(self, choice: RewindChoice | None) -> None: ...
+    async def finish_side_work(self, text: str, level: str = "info") -> None: ...
+    def action_quit_app(self) -> None: ...
+
+    # Workers and Textual's own: read-only, whatever their exact signatures.
+    @property
+    def load_other_model(self) -> Callable[..., Any]: ...
+    @property
+    def show_session_diff(self) -> Callable[..., Any]: ...
+    @property
+    def undo(self) -> Callable[..., Any]: ...
+    @property
+    def compact(self) -> Callable[..., Any]: ...
+    @property
+    def preload(self) -> Callable[..., Any]: ...
+    @property
+    def push_screen(self) -> Callable[..., Any]: ...
+    @property
+    def call_from_thread(self) -> Callable[..., Any]: ...
+    @property
+    def call_later(self) -> Callable[..., Any]: ...
+    @property
+    def run_worker(self) -> Callable[..., Any]: ...
+
+
+Handler = Callable[[CommandHost, str], Awaitable[None]]
 MODE_ARGS = ("ask", "auto-edit", "full-auto", "plan")
 LEEWAY = ("plan", "ask", "auto-edit", "full-auto")  # from the most careful to the least
 
@@ -49,16 +88,16 @@ class SlashCommand:
 # -- handlers ------------------------------------------------------------------------------------
 
 
-async def quit_app(app: RibbitApp, arg: str) -> None:
+async def quit_app(app: CommandHost, arg: str) -> None:
     app.action_quit_app()
 
 
-async def show_help(app: RibbitApp, arg: str) -> None:
+async def show_help(app: CommandHost, arg: str) -> None:
     app.refresh_custom_commands()
     await app.main.transcript.add_notice(help_text(app.custom_commands))
 
 
-async def model(app: RibbitApp, arg: str) -> None:
+async def model(app: CommandHost, arg: str) -> None:
     transcript = app.main.transcript
     if not arg:
         await transcript.add_notice(app.describe_model())
@@ -75,7 +114,7 @@ async def model(app: RibbitApp, arg: str) -> None:
         app.load_other_model(arg)
 
 
-async def allowed(app: RibbitApp, arg: str) -> None:
+async def allowed(app: CommandHost, arg: str) -> None:
     """`/allowed`: the command prefixes allowed here; `/allowed revoke N|PREFIX` forgets one."""
     assert app.workspace is not None
     transcript, prefixes = app.main.transcript, app.workspace.allowed_prefixes()
@@ -104,7 +143,7 @@ async def allowed(app: RibbitApp, arg: str) -> None:
         await transcript.add_notice(f"{visible(target, one_line=True)!r} is not among the allowed prefixes", "error")
 
 
-async def set_mode(app: RibbitApp, mode: str) -> None:
+async def set_mode(app: CommandHost, mode: str) -> None:
     assert app.workspace is not None
     transcript, workspace = app.main.transcript, app.workspace
     if not mode:
@@ -119,12 +158,12 @@ async def set_mode(app: RibbitApp, mode: str) -> None:
     await transcript.add_notice(f"mode is now {mode}")
 
 
-async def set_reasoning(app: RibbitApp, arg: str) -> None:
+async def set_reasoning(app: CommandHost, arg: str) -> None:
     """`/think on|off`: applies from the next turn (the running task's too); nothing is read again."""
     assert app.workspace is not None
     transcript, workspace = app.main.transcript, app.workspace
     info = workspace.model_info
-    no_switch = no_reasoning_switch(info)
+    no_switch = workspace.no_reasoning_switch()
     if not arg:
         state = workspace.reasoning_state()
         if info.reasoning is None:
@@ -144,21 +183,21 @@ async def set_reasoning(app: RibbitApp, arg: str) -> None:
     await transcript.add_notice(f"reasoning {arg} from the next turn (the conversation so far is not read again)")
 
 
-async def diff(app: RibbitApp, arg: str) -> None:
+async def diff(app: CommandHost, arg: str) -> None:
     app.show_session_diff()
 
 
-async def undo(app: RibbitApp, arg: str) -> None:
+async def undo(app: CommandHost, arg: str) -> None:
     app.undo()
 
 
-async def compact(app: RibbitApp, arg: str) -> None:
+async def compact(app: CommandHost, arg: str) -> None:
     app.busy = True
     app.main.status.activity = "compacting"
     app.compact(arg)
 
 
-async def rewind(app: RibbitApp, arg: str) -> None:
+async def rewind(app: CommandHost, arg: str) -> None:
     assert app.workspace is not None
     prompts = app.workspace.prompts()[app.rewind_from:]
     if not prompts:
@@ -167,13 +206,13 @@ async def rewind(app: RibbitApp, arg: str) -> None:
         app.push_screen(RewindScreen(prompts), callback=app.rewind_chosen)
 
 
-async def init(app: RibbitApp, arg: str) -> None:
+async def init(app: CommandHost, arg: str) -> None:
     await app.main.transcript.add_user("/init")
     await app.main.transcript.add_notice("asking the model to draft AGENTS.md; its Write is shown as a diff like any other")
-    app.start_task(INIT_TASK, mentions=False)
+    app.start_task(Workspace.INIT_TASK, mentions=False)
 
 
-async def clear(app: RibbitApp, arg: str) -> None:
+async def clear(app: CommandHost, arg: str) -> None:
     assert app.workspace is not None
     await app.main.transcript.clear()
     app.workspace.clear()  # keeps the system prompt; the next task starts a new conversation
@@ -184,7 +223,7 @@ async def clear(app: RibbitApp, arg: str) -> None:
     app.main.status.step = 0
 
 
-async def commit(app: RibbitApp, arg: str) -> None:
+async def commit(app: CommandHost, arg: str) -> None:
     """`/commit`: the model drafts a message for the session's files (a worker), the user edits or accepts it
     in a dialog, and another worker commits exactly those files."""
     workspace = app.workspace
@@ -237,7 +276,7 @@ async def commit(app: RibbitApp, arg: str) -> None:
     app.run_worker(draft, thread=True, exclusive=True, group="agent")
 
 
-async def user_command(app: RibbitApp, command: str) -> None:
+async def user_command(app: CommandHost, command: str) -> None:
     """`!command`: the user's own command, run here as they would run it (a worker); Esc stops it."""
     transcript = app.main.transcript
     await transcript.add_user("!" + command)
@@ -257,15 +296,13 @@ async def user_command(app: RibbitApp, command: str) -> None:
         except Exception as exc:  # it could not start (no bash, a sandbox error): one line
             app.call_from_thread(app.finish_side_work, f"!{command}: {type(exc).__name__}: {exc}", "error")
             return
-        handed = workspace.handed[-1] if workspace.handed else ""
-        body = handed.split("\n", 1)[1] if "\n" in handed else result.output  # what the model will read
-        text = f"$ {command}  ({result.status()}; the model reads it with your next prompt)\n{body}"
+        text = f"$ {command}  ({result.status()}; the model reads it with your next prompt)\n{result.handed}"
         app.call_from_thread(app.finish_side_work, text, "info" if result.exit_code == 0 else "warning")
 
     app.run_worker(run, thread=True, exclusive=True, group="agent")
 
 
-async def run_custom(app: RibbitApp, command: CustomCommand, arg: str) -> None:
+async def run_custom(app: CommandHost, command: CustomCommand, arg: str) -> None:
     """A command of the user's own: its prompt, with what was typed after it, goes out like a typed prompt."""
     assert app.workspace is not None
     transcript = app.main.transcript
@@ -343,16 +380,16 @@ def help_text(custom: Mapping[str, CustomCommand]) -> str:
     return "\n".join([*KEYS_HELP, *(f"{name:<{width}} {text}" for name, text in command_list(custom).items())])
 
 
-async def not_open(app: RibbitApp) -> None:
+async def not_open(app: CommandHost) -> None:
     await app.main.transcript.add_notice(f"no session: {app.setup_error}" if app.setup_error else
                                          "the session is not open yet", "warning")
 
 
-async def waits(app: RibbitApp, name: str) -> None:
+async def waits(app: CommandHost, name: str) -> None:
     await app.main.transcript.add_notice(f"{name} waits until the agent stops; press Esc to stop it", "warning")
 
 
-async def run_command(app: RibbitApp, text: str) -> None:
+async def run_command(app: CommandHost, text: str) -> None:
     """Dispatch `/name arg` through the table (or to the user's own command of that name)."""
     name, _, arg = text.strip().partition(" ")
     arg = arg.strip()

@@ -60,7 +60,7 @@ ModelLoader = Callable[[str, Limits, int | None], ChatModel]
 
 
 def default_loader(spec: str, limits: Limits, seed: int | None = None) -> ChatModel:
-    from models.spec import load_model
+    from models.backends import load_model
 
     return load_model(spec, context=limits.context, seed=seed)
 
@@ -388,6 +388,7 @@ class EvalRun:
             workspace = open_workspace(
                 model, root, mode="full-auto", approver=RejectAll(), sink=fanout([usage, transcript]),
                 limits=config.limits, no_sandbox=config.no_sandbox, watch=False,
+                listed=config.keep_worktrees,  # a worktree that is removed needs no entry in the state folder
             )
             session = workspace.session
             with self._lock:

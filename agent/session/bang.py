@@ -32,6 +32,7 @@ class UserCommandResult:
     exit_code: int | None  # None: stopped
     dropped_lines: int = 0
     cancelled: bool = False
+    handed: str = ""  # what the model reads with the next prompt (the output paged by the budget)
 
     def status(self) -> str:
         if self.cancelled:

@@ -9,14 +9,11 @@ the user's other staged and unstaged work is untouched and no hook runs.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from agent.git import GitError, GitRepo, changed_from_head, commit_only, diff_from_head, recent_subjects
-from agent.undo.journal import JournalError
-
-if TYPE_CHECKING:
-    from agent.session.workspace import Workspace
+from agent.undo.journal import Journal, JournalError
 
 # About 1,000 tokens of diff (half a minute of reading for FrogNano on two cores): the model made these
 # changes in this conversation, so the diff reminds more than it teaches.
@@ -47,17 +44,17 @@ class CommitPlan:
     shown: list[str]  # root-relative, as the user knows them
 
 
-def plan_commit(workspace: Workspace) -> CommitPlan:
-    """What `/commit` would commit; CommitError (one line) in plan mode, outside git, or with nothing to commit.
-    Runs git (a diff a step): call it off the UI thread."""
-    if workspace.mode == "plan":
+def plan_commit(journal: Journal, mode: str, written: Iterable[str]) -> CommitPlan:
+    """What `/commit` would commit: the journal's agent paths and the files the agent `written` this session.
+    CommitError (one line) in plan mode, outside git, or with nothing to commit. Runs git (a diff a step):
+    call it off the UI thread."""
+    if mode == "plan":
         raise CommitError("/commit is not available in plan mode (nothing may change); /mode ask first")
-    journal = workspace.journal
     if journal.private:
         raise CommitError("this folder is not a git repository: there is nothing to commit to (`git init` first)")
     root, top = journal.root, journal.top
     try:
-        candidates = journal.agent_paths() | set(workspace.session.changes.files_changed)
+        candidates = journal.agent_paths() | set(written)
     except JournalError as exc:
         raise CommitError(f"cannot read the journal: {exc}") from None
     ignored = journal.ignored(sorted(candidates)) if candidates else set()

@@ -28,6 +28,7 @@ from agent.undo.journal import GIT_ERRORS, Journal, JournalError, _one_line
 from agent.undo.worktree import Blocked, TreeEntry
 from agent.paths import state_home
 from agent.core.loop import Limits, run_interruptibly
+from agent.session.store import SessionStore
 from agent.session.workspace import Workspace, check_repo, open_workspace
 from models.base import ChatModel
 
@@ -137,6 +138,7 @@ class ReviewSession:
         self.live = Journal(self.root)
         self.live.sweep_temp_files()
         self.base = self.live.snapshot("review start")
+        SessionStore(self.root).note_journaled(self.live.session_id)  # an applied review is undone like any session
         self._folder = Path(tempfile.mkdtemp(prefix="review-", dir=_worktree_home())).resolve()
         self._tree = self._folder / "tree"
         self._is_worktree = False

@@ -11,7 +11,8 @@ Refs: `refs/ribbit/<session>/<n>` is snapshot n of a session (0 = its start);
 `refs/ribbit/<session>/undone/<n>` keeps a step that /undo took back (so it is never lost);
 `refs/ribbit/<session>/reverted` marks a session that `ribbit undo SESSION` rolled back.
 
-Undo restores exact bytes and modes. It first compares every file it would touch, on disk and
+Undo restores exact bytes and modes (the plan and the writes: agent/undo/restore.py; the journal reads
+the two states from git and hands them over). It first compares every file it would touch, on disk and
 through no link, with the snapshot it takes back, and refuses (naming the file, restoring
 nothing) if it differs: changed by the user afterwards, hidden by .gitignore and then edited, a
 folder the user put files in, a link planted where a folder was. Writes walk folders one at a
@@ -88,7 +89,9 @@ class UndoResult(BaseModel):
         return "; ".join(parts)
 
 
-class SessionInfo(BaseModel):
+class SessionSnapshots(BaseModel):
+    """What the journal holds of one session (the session store lists the sessions: agent.session.store)."""
+
     session_id: str
     started: float  # unix time of the start snapshot
     steps: int  # snapshots after the start (steps that changed files)
@@ -577,17 +580,17 @@ class Journal:
             del self.snapshots[index + 1 :]
             return result
 
-    def adopt(self, session_id: str) -> None:
-        """Go on with an earlier session's journal (`ribbit --continue`): its snapshots, then one of the
-        files as they are now, where what changed while ribbit was closed counts as someone else's
-        (undo keeps it)."""
+    def resume(self) -> None:
+        """Go on with this session's earlier snapshots (`ribbit --continue`; the journal was given its id),
+        then one of the files as they are now, where what changed while ribbit was closed counts as someone
+        else's (undo keeps it)."""
+        session_id = self.session_id
         snapshots = self.session_snapshots(session_id)
         if not snapshots:
             raise JournalError(f"session {shown(session_id)} has no journal here")
         if self._ref_exists(f"{self.namespace}/{session_id}/reverted"):
             raise JournalError(f"session {session_id} was undone with `ribbit undo`; start a new one")
         with self._lock:
-            self.session_id = session_id
             self.snapshots = snapshots
             try:
                 changed = [self._display(p) for p in self._changed(snapshots[-1], self.tree_now())]
@@ -602,8 +605,7 @@ class Journal:
         """`ribbit undo SESSION`: every file the session changed goes back to its start state."""
         snapshots = self.session_snapshots(session_id)
         if not snapshots:
-            known = ", ".join(s.session_id for s in self.sessions()[-3:]) or "none"
-            raise JournalError(f"no ribbit session {shown(session_id)!r} in {self.kind} (recent: {known})")
+            raise JournalError(f"no ribbit session {shown(session_id)!r} in {self.kind}")
         if self._ref_exists(f"{self.namespace}/{session_id}/reverted"):
             raise JournalError(f"session {session_id} was already undone")
         if len(snapshots) < 2:
@@ -618,29 +620,34 @@ class Journal:
             raise JournalError(f"files restored, but the journal could not be updated: {_one_line(exc)}") from None
         return result
 
-    # -- listing --------------------------------------------------------------------------------
+    # -- one session's snapshots ----------------------------------------------------------------
 
     def session_snapshots(self, session_id: str) -> list[str]:
-        steps = self._refs().get(session_id, {})
+        steps = self._refs(session_id).get(session_id, {})
         return [steps[n] for n in sorted(steps)]
 
-    def sessions(self) -> list[SessionInfo]:
-        """Every session journaled in this repository, oldest first."""
-        infos = []
-        reverted = self._reverted()
-        for sid, steps in self._refs().items():
+    def snapshots_of(self, session_ids: Iterable[str]) -> list[SessionSnapshots]:
+        """What this journal holds of these sessions (the store lists them; one it holds nothing of, or
+        cannot read, is left out)."""
+        wanted = set(session_ids)
+        try:
+            refs = {sid: steps for sid, steps in self._refs().items() if sid in wanted}
+            reverted = self._reverted() if refs else set()
+        except GIT_ERRORS:
+            return []
+        held = []
+        for sid, steps in refs.items():
             ordered = [steps[n] for n in sorted(steps)]
             try:
                 started = self._commit_time(ordered[0])
                 files = self._changed(ordered[0], ordered[-1]) if len(ordered) > 1 else []
             except GIT_ERRORS:
                 continue
-            infos.append(SessionInfo(
+            held.append(SessionSnapshots(
                 session_id=sid, started=started, steps=len(ordered) - 1,
                 files=[self._display(p) for p in files], reverted=sid in reverted,
             ))
-        infos.sort(key=lambda s: (s.started, s.session_id))
-        return infos
+        return held
 
 
     def _restore(
@@ -752,8 +759,10 @@ class Journal:
                     return {}
         return {}
 
-    def _refs(self) -> dict[str, dict[int, str]]:
-        out = self._objects.text("for-each-ref", "--format=%(refname) %(objectname)", self.namespace + "/")
+    def _refs(self, session_id: str = "") -> dict[str, dict[int, str]]:
+        """Snapshot refs by session (one session's, given its id)."""
+        where = f"{self.namespace}/{session_id}/" if session_id else self.namespace + "/"
+        out = self._objects.text("for-each-ref", "--format=%(refname) %(objectname)", where)
         sessions: dict[str, dict[int, str]] = {}
         for line in out.splitlines():
             name, _, sha = line.partition(" ")
@@ -763,6 +772,7 @@ class Journal:
         return sessions
 
     def _reverted(self) -> set[str]:
+        """The sessions `ribbit undo SESSION` rolled back."""
         out = self._objects.text("for-each-ref", "--format=%(refname)", self.namespace + "/")
         return {
             line[len(self.namespace) + 1:].split("/")[0]

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from agent.fs import DIR_FLAGS, READ_FLAGS, ApplyError, WriteObserver, atomic_symlink, atomic_write, open_dir_confined, remove_empty_dir, remove_file
 from agent.git import GitError, one_line, shown
+from agent.undo.ignored import walk_folders
 from agent.undo.worktree import Blocked, TreeEntry
 
 # What is on disk at a path: a tree entry, nothing, a folder, something else, or no way there.
@@ -307,30 +308,20 @@ def stat_is(top: Path, rel: str, expected: tuple[int, int]) -> bool:
 
 def files_under(top: Path, rel: str) -> list[str] | Blocked:
     """Every non-folder entry under a top-relative folder, found without following links."""
-    found: list[str] = []
     try:
-        fd = open_dir_confined(top, rel)
+        top_fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         return Blocked(rel, "unreadable")
-    stack = [(rel, fd)]
+    found: list[str] = []
+    walk = walk_folders(top_fd, rel)
     try:
-        while stack:
-            folder, dir_fd = stack.pop()
-            try:
-                entries = list(os.scandir(dir_fd))
-                for entry in entries:
-                    path = f"{folder}/{entry.name}"
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append((path, os.open(entry.name, DIR_FLAGS, dir_fd=dir_fd)))
-                    else:
-                        found.append(path)
-            except OSError:
-                return Blocked(folder, "unreadable")
-            finally:
-                os.close(dir_fd)
+        for folder, entries, trouble in walk:
+            if trouble is not None:
+                return Blocked(trouble[0], "unreadable")
+            found += [f"{folder}/{entry.name}" for entry in entries if not entry.is_dir]
     finally:
-        for _folder, dir_fd in stack:
-            os.close(dir_fd)
+        walk.close()  # closes the folders still open
+        os.close(top_fd)
     return found
 
 
