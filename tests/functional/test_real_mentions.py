@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent.session import AgentEvent, Limits, RejectAll, UsageEvent, open_workspace
-from models.spec import load_model
+from models.backends import load_model
 
 pytestmark = pytest.mark.real_model
 
