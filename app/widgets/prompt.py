@@ -56,7 +56,8 @@ def completion_at(text: str, cursor: int, commands: Mapping[str, str], args: Map
     matches = [p for p in paths(query) if p != query]
     if not matches:
         return None
-    return Completion(start, cursor, ["@" + p for p in matches], [("@" + p, "") for p in matches])
+    written = [f'@"{p}"' if any(c.isspace() for c in p) else "@" + p for p in matches]  # a space ends a bare @path
+    return Completion(start, cursor, written, [(w, "") for w in written])
 
 
 class CommandHints(Static):

@@ -263,3 +263,12 @@ async def test_commit_cancelled_with_esc_commits_nothing(repo: Path, replay_file
         await wait_for(pilot, lambda: any("cancelled; nothing was committed" in n for n in notices(app)), what="cancel")
         assert git(repo, "rev-parse", "HEAD") == before
         assert not app.busy
+
+
+def test_completion_quotes_a_path_with_spaces() -> None:
+    from agent.session.mentions import mentions
+    from app.widgets.prompt import completion_at
+
+    found = completion_at("see @my", 7, {}, {}, lambda query: ["my notes.txt", "my_file.py"])
+    assert found is not None and found.options == ['@"my notes.txt"', "@my_file.py"]
+    assert mentions('see @"my notes.txt" and @my_file.py') == ["my notes.txt", "my_file.py"]

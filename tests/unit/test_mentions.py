@@ -98,3 +98,4 @@ def test_attach_pages_by_the_budget_and_lists_folders(repo: Path) -> None:
     assert "Read again with offset=" in big.text
     assert listing.path == "pkg/" and listing.text.endswith("a.py\nb.py") and listing.what == "pkg/ (2 files)"
     assert big.what.startswith("big.txt (") and big.what != "big.txt (2000 lines)"
+
