@@ -209,7 +209,11 @@ def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: I
                   f"revokes): {visible(', '.join(allowed), one_line=True)}", file=sys.stderr)
         try:
             summary = workspace.run_interruptibly(task)
-            patch = workspace.patch()
+            try:
+                patch = workspace.patch()
+            except JournalError as exc:  # a full disk: no patch, but the start snapshot still holds the files
+                raise JournalError(f"{exc}; the files stay as the agent left them, `ribbit undo "
+                                   f"{workspace.session_id}` puts them back") from None
             if commit and not commit_headless(workspace, summary):
                 return 1
         finally:

@@ -151,6 +151,7 @@ class TaskReport:
         self.start_index = len(self.journal.snapshots) - 1
         self.start_runs = writable_runs(self.runner)
         self.journal.mark_outside_present()
+        self.journal.task_began()  # marked open now, while there is room (a step may fill the disk)
 
     def wrap(self, sink: EventSink) -> EventSink:
         self.known_repositories = self.journal.nested_repositories()  # the user's own, at the start
@@ -212,6 +213,7 @@ class TaskReport:
             sink(NoticeEvent(level="warning", text=f"changed files that run code on your machine later: {listed}{more}"))
         files = set(summary.files_changed) | {p for p in journal.agent_changed if not is_cache(p)} | set(outside)
         self.last = summary.model_copy(update={"files_changed": sorted(files)})
+        journal.task_ended()  # the open mark stays if the last step is still unrecorded
         return self.last
 
 
@@ -583,6 +585,8 @@ def open_workspace(
     # The session's ID is the store's record and the journal's refs: the journal is given it.
     session_id = resume.session_id if resume is not None else new_session_id()
     journal = Journal(root, session_id, namespace=journal_namespace or NAMESPACE)
+    if isinstance(base_runner, LocalRunner):
+        journal.limit_store(base_runner.quota)  # the journal's copies of what commands wrote count too
     swept = journal.sweep_temp_files()
     if resume is not None:
         journal.resume()  # undo goes on where the session left off
