@@ -257,6 +257,33 @@ class Journal:
             )
         return self.take_notices()
 
+    def record_user_step(self, label: str, foreign: Iterable[str] = ()) -> list[str]:
+        """Snapshot after the user's own command (`!command`): every path changed since the last snapshot is
+        the user's (foreign), so undo never takes it back. Never raises; notices for the user."""
+        with self._lock:
+            changed: list[str] = []
+            if self.snapshots:
+                try:
+                    changed = [self._display(p) for p in self._changed(self.snapshots[-1], self.tree_now())]
+                except (*GIT_ERRORS, JournalError):
+                    changed = []  # the snapshot below says why, if it fails too
+            return self.record_step(label, foreign=[*foreign, *changed])
+
+    def agent_paths(self) -> set[str]:
+        """Root-relative paths the agent's recorded steps changed, someone else's changes left out, read from
+        the snapshots themselves: a resumed session's earlier steps count too (one git diff a step)."""
+        with self._lock:
+            found = set(self.agent_changed)
+            for before, after in zip(self.snapshots, self.snapshots[1:]):
+                meta = self._meta(after)
+                others = set(meta.get("foreign", [])) - set(meta.get("mixed", []))
+                try:
+                    changed = [self._display(p) for p in self._changed(before, after)]
+                except GIT_ERRORS:
+                    continue
+                found |= {p for p in changed if p not in others}
+            return found
+
     def has_pending(self) -> bool:
         """Whether the last step could not be recorded (see record_step)."""
         return self._pending is not None
