@@ -19,6 +19,7 @@ from agent.evaluation.runner import EvalConfig, EvalProgress, EvalRun
 from agent.evaluation.tasks import TaskFileError, load_tasks, select
 from agent.session import Limits
 from models.api_keys import redact
+from models.backends import backend_for
 from models.base import ModelError
 from app.args import Parser as EvalParser
 from app.args import UsageError
@@ -63,7 +64,7 @@ def eval_parser() -> EvalParser:
 
 def default_jobs(models: list[str]) -> int:
     """llama.cpp already uses every core: one job. Servers and replays can overlap."""
-    if any(not (m.startswith("openai:") or m.startswith("replay:")) for m in models):
+    if any(backend_for(m).in_process for m in models):
         return 1
     return max(1, min(4, os.cpu_count() or 1))
 
@@ -166,25 +167,21 @@ class EvalProgressDisplay:
 def check_endpoints(models: Sequence[str]) -> None:
     """openai: SPECs are checked before any job runs, and their keys read (and so taken out of the
     environment that Bash and the tests would inherit). A bad one is a one-line ModelError."""
-    from models.openai_backend import api_key_for, parse_spec
-
     for model in models:
-        if model.startswith("openai:"):
-            api_key_for(parse_spec(model))
+        backend_for(model).prepare(model)
 
 
 def check_specs(models: Sequence[str], task_ids: Sequence[str]) -> str | None:
-    """Every model SPEC for every task (`{task}` replaced), checked before the first job starts: the first
-    problem and how many more there are, as one line; None when all of them can load."""
-    from models.spec import check_spec
+    """Every model SPEC for every task (`{task}` replaced), checked as `ribbit doctor` checks a SPEC, before
+    the first job starts: the first problem and how many more there are, as one line; None when all pass."""
+    from models.backends import backend_for, resolve_spec
 
     problems: list[str] = []
     for model in models:
-        for spec in dict.fromkeys(model.replace("{task}", t) for t in task_ids or [""]):
-            try:
-                check_spec(spec)
-            except ModelError as exc:
-                problems.append(f"--model {model}: {exc}")
+        for spec in dict.fromkeys(resolve_spec(model.replace("{task}", t)) for t in task_ids or [""]):
+            check = backend_for(spec).spec_check(spec, "")
+            if not check.ok:
+                problems.append(f"--model {model}: {check.detail}")
     if not problems:
         return None
     more = f" (and {len(problems) - 1} more like it)" if len(problems) > 1 else ""
@@ -223,7 +220,7 @@ def missing_programs(commands: Sequence[str]) -> str | None:
 def demo_note(models: Sequence[str]) -> str | None:
     """A line when a candidate is the embedded demo model, which never uses the tools (it resolves nothing)."""
     from models.embedded import EMBEDDED_NAME, is_embedded
-    from models.spec import DEFAULT_SPECS, resolve_spec
+    from models.backends import DEFAULT_SPECS, resolve_spec
 
     demo = [m for m in models if resolve_spec(m) in DEFAULT_SPECS or is_embedded(resolve_spec(m))]
     if not demo:

@@ -86,7 +86,7 @@ def part_two(root: Path, args: argparse.Namespace) -> int:
     run_args = argparse.Namespace(repo=str(root), no_sandbox=args.no_sandbox, reasoning=None, patch_out=None)
     from agent.session import Limits
     from app.run import ProgressPrinter
-    from models.spec import load_model
+    from models.backends import load_model
 
     model = load_model(f"replay:{REVIEW_REPLAY}", context=131_072)
     try:

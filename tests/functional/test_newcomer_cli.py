@@ -95,7 +95,7 @@ def test_a_request_to_the_demo_naming_a_file_is_told_it_was_not_opened(
     path.write_text(json.dumps({"text": "calc.py is a Bash script."}) + "\n")
     model = ReplayModel(path)
     model.info = model.info.model_copy(update={"path": f"/cache/{EMBEDDED_NAME}.Q8_0.abc.gguf"})
-    monkeypatch.setattr(run_module, "load_model", lambda spec, context: model)
+    monkeypatch.setattr(run_module, "load_model", lambda spec, context, engine: model)
     result = ribbit_run(capsys, tmp_path, repo, "default", task="why does test_calc.py fail in calc.py?")
     notes = [x for x in result.stderr.splitlines() if x.startswith("ribbit: note:")]
     assert result.code == 0 and any("answers from your message alone" in n for n in notes)

@@ -146,7 +146,7 @@ async def test_a_request_to_the_demo_model_that_names_a_file_is_told_it_was_not_
     path = replay_file("calc.py is a Bash script.")
     model = ReplayModel(path)
     model.info = model.info.model_copy(update={"path": f"/cache/{EMBEDDED_NAME}.Q8_0.abc.gguf"})
-    monkeypatch.setattr(app_module, "load_model", lambda spec, context: model)
+    monkeypatch.setattr(app_module, "load_model", lambda spec, context, engine: model)
     app = app_module.make_app(repo, None)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
