@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tests.conftest import git
@@ -21,6 +22,17 @@ FIXED = "    return (fahrenheit - 32) * 5 / 9\n"
 
 def key(tmux: Tmux, *keys: str, literal: bool = False) -> None:
     tmux("send-keys", "-t", "ribbit", *(["-l"] if literal else []), *keys)
+
+
+def review_screen(tmux: Tmux, words: str, timeout: float = 60.0) -> str:
+    """The diff review with the model's `words` on it (the words reach the transcript a moment earlier)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        screen = tmux.screen()
+        if words in screen and "y Approve" in screen:  # the review screen's own footer
+            return screen
+        time.sleep(0.1)
+    raise AssertionError(f"no review screen with {words!r}; the screen was:\n{tmux.screen()}")
 
 
 def test_the_tour_walks_through_reject_approve_undo_and_review(tmp_path: Path) -> None:
@@ -45,18 +57,19 @@ def test_the_tour_walks_through_reject_approve_undo_and_review(tmp_path: Path) -
         assert git(scratch, "log", "--format=%s").strip() == "the tour's starting point"
         key(tmux, "y")
 
-        screen = tmux.wait_for("Step 1, a rejection")  # said on the review screen itself
+        screen = review_screen(tmux, "Step 1, a rejection")  # said on the review screen itself
         assert "+     return (fahrenheit + 32) * 9 / 5" in screen
         key(tmux, "n")
         tmux.wait_for("Reason for the model")
         key(tmux, "the factor is upside down", literal=True)
         key(tmux, "Enter")
 
-        tmux.wait_for("Step 2, an approval")
+        review_screen(tmux, "Step 2, an approval")
         assert module.read_text().endswith(BUGGY)  # the rejected fix was never written
         key(tmux, "y")
 
-        screen = tmux.wait_for("Step 3, undo")
+        tmux.wait_for("Step 3, undo")
+        screen = tmux.wait_for("done after 5 steps")  # the run is over: /undo is taken now
         assert "[scripted]" in screen and "replay:scripted-tour.jsonl" in screen
         assert module.read_text().endswith(FIXED)
         key(tmux, "/undo", literal=True)
