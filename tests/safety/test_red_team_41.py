@@ -244,7 +244,7 @@ def test_build_and_task_files_nobody_listed_count(path: str) -> None:
 
 @pytest.mark.parametrize("path", [
     "src/app.py", "src/pkg/__init__.py", "README.md", "docs/index.md", "profile.py", "src/tempfile.py",
-    "data/Profile.json", "LICENSE", "CHANGELOG.md", "tsconfig.json",
+    "data/profile.json", "data/Profile.json", "Makefile.txt", "LICENSE", "CHANGELOG.md", "tsconfig.json",
 ])
 def test_the_rule_still_leaves_ordinary_files_alone(path: str) -> None:
     assert runs_later(path) is None
