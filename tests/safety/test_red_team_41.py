@@ -267,7 +267,7 @@ def test_files_nobody_listed_are_asked_for_in_auto_edit_and_named(repo: Path, ho
     ("calc\u0323py", "calc\\u0323py"),  # a combining dot below: `calc̣py` reads as calc.py
     ("src\u0338evil.py", "src\\u0338evil.py"),  # a combining long solidus overlay: `src̸evil.py`
     ("src\u20e5evil.py", "src\\u20e5evil.py"),  # a combining reverse solidus overlay
-    ("calc\u00b7py", "calc\\u00b7py"),  # middle dots
+    ("calc\u00b7py", "calc\\xb7py"),  # middle dots
     ("calc\u2027py", "calc\\u2027py"), ("calc\u2e31py", "calc\\u2e31py"), ("calc\u0387py", "calc\\u0387py"),
     ("calc\u16ebpy", "calc\\u16ebpy"), ("calc\u30fbpy", "calc\\u30fbpy"), ("calc\uff61py", "calc\\uff61py"),
     ("https://\u0430\u0440\u0440\u04cf\u0435.com/x", "https://\\u0430\\u0440\\u0440\\u04cf\\u0435.com/x"),  # аррӏе.com
