@@ -243,6 +243,14 @@ def test_build_and_task_files_nobody_listed_count(path: str) -> None:
 
 
 @pytest.mark.parametrize("path", [
+    "sub/.pre-commit-config.yaml", "sub/conftest.py", "sub/.envrc", "sub/GNUmakefile",
+    ".github/workflows/x/../../evil.yml", "lib/python3.12/site-packages/x.pth",
+])
+def test_listed_kinds_in_subfolders_count(path: str) -> None:
+    assert runs_later(path) is not None
+
+
+@pytest.mark.parametrize("path", [
     "src/app.py", "src/pkg/__init__.py", "README.md", "docs/index.md", "profile.py", "src/tempfile.py",
     "data/profile.json", "data/Profile.json", "Makefile.txt", "LICENSE", "CHANGELOG.md", "tsconfig.json",
 ])
@@ -294,3 +302,44 @@ def test_a_combining_look_alike_in_a_write_path_is_escaped_in_the_approval(repo:
     run.assert_clean_exit()
     assert "Write calc\\u0323py" in run.err and name not in run.err, run.err[-3000:]
     assert not (repo / name).exists()
+
+
+# -- the in-process tools: Read and Glob run in ribbit, not in the sandbox ---------------------------------
+
+
+def test_read_and_glob_do_not_reach_the_hidden_home(repo: Path, home: Path, tmp_path: Path) -> None:
+    """The sandbox hides the home from commands; Read and Glob run in ribbit's own process. A link the
+    model makes with Bash (full-auto) to a login, then Read through it, or an absolute/relative path out."""
+    creds = plant(home / ".aws" / "credentials", f"[default]\naws_secret_access_key = {token(1)}\n")
+    rel = os.path.relpath(creds, repo)
+    turns = [
+        xml_call("Bash", command=f"ln -s {creds} leak && ln -s {home} h && ls -l leak h"),
+        xml_call("Read", file_path="leak"), xml_call("Read", file_path=str(creds)), xml_call("Read", file_path=rel),
+        xml_call("Read", file_path="h/.aws/credentials"), xml_call("Glob", pattern="h/.aws/*"),
+        xml_call("Glob", pattern=f"{home}/.aws/*"),
+    ]
+    workspace, recorder, _ = session(repo, tmp_path, *turns, "done", mode="full-auto")
+    got = everything_the_model_got(workspace, recorder)
+    assert (repo / "leak").is_symlink()  # the links were made: the reads had something to follow
+    assert MARK not in got, leaked(got)
+
+
+def test_git_credential_fill_in_the_sandbox_finds_no_password(repo: Path, home: Path, tmp_path: Path) -> None:
+    """The model asks git itself for the password, through the user's own helpers."""
+    with host_folder("ribbit-rt41-fill-") as folder:
+        store = plant(folder / "creds", f"https://alice:{token(1)}@github.com\n")
+        git(repo, "config", "credential.helper", f"store --file {store}")
+        git(repo, "config", "--add", "credential.helper", f"!f() {{ echo username=bob; echo password={token(2)}; }}; f")
+        fill = "printf 'protocol=https\\nhost=github.com\\n\\n' | GIT_TERMINAL_PROMPT=0 git credential fill"
+        outputs, got = ask_mode_reads(repo, tmp_path, fill, mode="plan")
+        assert MARK not in got, leaked(got)
+        assert token(1) in store.read_text()
+
+
+def test_a_proxy_password_in_an_include_that_is_not_active_now_is_masked(repo: Path, home: Path, tmp_path: Path) -> None:
+    plant(repo / ".git" / "release.inc", f"[http]\n\tproxy = alice:{token(1)}@proxy.example:3128\n")
+    git(repo, "config", "includeIf.onbranch:release.path", "release.inc")
+    outputs, got = ask_mode_reads(repo, tmp_path, "cat .git/release.inc", "git switch -c release", "git config --list",
+                                  mode="plan")
+    assert MARK not in got, leaked(got)
+    assert "***@proxy.example" in outputs[0]
