@@ -215,8 +215,8 @@ def runs_later(path: str, root: Path | None = None) -> str | None:
     if not parts:
         return None
     for part in parts[:-1]:
-        if part in ENVIRONMENT_FOLDERS:
-            return ENVIRONMENT_FOLDERS[part]
+        if part.lower() in ENVIRONMENT_FOLDERS:  # any case: a case-insensitive disk (macOS) reads Site-Packages too
+            return ENVIRONMENT_FOLDERS[part.lower()]
     if root is not None:
         if _in_virtualenv(root, parts[:-1]):
             return VIRTUALENV
@@ -228,7 +228,9 @@ def runs_later(path: str, root: Path | None = None) -> str | None:
 
 class _Kinds:
     """A pattern table (RUNS_LATER's syntax) compiled once: exact names by dict, the rest by regex or
-    folder tuples; `first` gives the reason of the earliest entry that matches, as a scan in order would."""
+    folder tuples; `first` gives the reason of the earliest entry that matches, as a scan in order would.
+    Case is ignored: on a case-insensitive disk (macOS's default) pytest finds `Conftest.py` as
+    `conftest.py`, npm `PACKAGE.JSON`, direnv `sub/.Envrc`."""
 
     def __init__(self, table: tuple[tuple[str, str], ...]) -> None:
         self.names: dict[str, tuple[int, str]] = {}
@@ -237,19 +239,20 @@ class _Kinds:
         self.tails: list[tuple[int, tuple[re.Pattern[str], ...], str]] = []
         for index, (pattern, why) in enumerate(table):
             if pattern.endswith("/"):
-                self.folders.append((index, tuple(pattern.rstrip("/").split("/")), why))
+                self.folders.append((index, tuple(pattern.lower().rstrip("/").split("/")), why))
             elif "/" in pattern:
-                parts = tuple(re.compile(fnmatch.translate(p)) for p in pattern.split("/"))
+                parts = tuple(re.compile(fnmatch.translate(p), re.IGNORECASE) for p in pattern.split("/"))
                 self.tails.append((index, parts, why))
             elif any(c in pattern for c in "*?["):
-                self.wild.append((index, re.compile(fnmatch.translate(pattern)), why))
+                self.wild.append((index, re.compile(fnmatch.translate(pattern), re.IGNORECASE), why))
             else:
-                self.names.setdefault(pattern, (index, why))
+                self.names.setdefault(pattern.lower(), (index, why))
 
     def first(self, parts: tuple[str, ...]) -> str | None:
-        found = [self.names[parts[-1]]] if parts[-1] in self.names else []
+        name = parts[-1].lower()
+        found = [self.names[name]] if name in self.names else []
         found += [(i, why) for i, regex, why in self.wild if regex.match(parts[-1])]
-        folders = parts[:-1]
+        folders = tuple(p.lower() for p in parts[:-1])
         for i, wanted, why in self.folders:
             if wanted[0] in folders and any(folders[k:k + len(wanted)] == wanted for k in range(len(folders) - len(wanted) + 1)):
                 found.append((i, why))

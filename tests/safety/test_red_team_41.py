@@ -343,3 +343,12 @@ def test_a_proxy_password_in_an_include_that_is_not_active_now_is_masked(repo: P
                                   mode="plan")
     assert MARK not in got, leaked(got)
     assert "***@proxy.example" in outputs[0]
+
+
+@pytest.mark.parametrize("path", [
+    # a case-insensitive disk (macOS's default, where ribbit runs too) finds these under their usual names
+    "Conftest.py", "tests/CONFTEST.PY", "PACKAGE.JSON", "sub/.Envrc", "Pyproject.toml", "SETUP.PY", "Cargo.TOML",
+    "Tox.ini", "lib/Site-Packages/x.py", "Node_Modules/x/index.js",
+])
+def test_listed_kinds_in_another_case_count(path: str) -> None:
+    assert runs_later(path) is not None
