@@ -127,8 +127,8 @@ HOME_TOOLCHAINS: tuple[str, ...] = (
     "~/.gitconfig", "${XDG_CONFIG_HOME:-~/.config}/git/config", "${XDG_CONFIG_HOME:-~/.config}/git/ignore",
     "${XDG_CONFIG_HOME:-~/.config}/git/attributes",
 )
-# A toolchain's own settings, in the place the toolchain reads them, inside a folder HOME_TOOLCHAINS shows,
-# where they hold logins: npm's global npmrc under each Node prefix, pip's pip.conf of an interpreter or
+# A toolchain's own settings and logins, in the place the toolchain keeps them, inside a folder
+# HOME_TOOLCHAINS shows: npm's global npmrc under each Node prefix, pip's pip.conf of an interpreter or
 # environment, conda's .condarc (channel tokens). Shown empty (same syntax as HOME_TOOLCHAINS).
 TOOLCHAIN_LOGINS: tuple[str, ...] = (
     "${NVM_DIR:-~/.nvm}/versions/node/*/etc/npmrc", "${ASDF_DATA_DIR:-~/.asdf}/installs/nodejs/*/etc/npmrc",
@@ -141,6 +141,9 @@ TOOLCHAIN_LOGINS: tuple[str, ...] = (
     *(f"~/{conda}/{where}" for conda in ("miniconda3", "anaconda3", "miniforge3", "mambaforge")
       for where in (".condarc", "condarc", "pip.conf", "envs/*/.condarc", "envs/*/pip.conf")),
     "~/.conda/envs/*/.condarc", "~/.conda/envs/*/pip.conf",
+    # Logins a toolchain keeps inside its own folder: PlatformIO's account session, Dart's pub login (before
+    # 2.15), .NET's per-user certificate stores (private keys: the ASP.NET development certificate's).
+    "~/.platformio/appstate.json", "~/.pub-cache/credentials.json", "${DOTNET_ROOT:-~/.dotnet}/corefx", "~/.dotnet/corefx",
 )
 # Variables naming a toolchain's folder (or a list of them), shown where they lead into a hidden home.
 TOOLCHAIN_VARIABLES: tuple[str, ...] = (
