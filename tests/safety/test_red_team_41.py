@@ -372,3 +372,16 @@ def test_a_write_through_a_link_to_a_runs_later_file_is_asked_for(repo: Path, ho
     assert (repo / "Makefile").read_text() == makefile, approver.requests  # asked, and refused
     asked = [r for r in approver.requests if isinstance(r, EditApprovalRequest)]
     assert asked and all(r.path == "Makefile" and r.runs_later for r in asked), asked  # named by what it changes
+
+
+def test_a_global_gitconfig_that_is_a_link_into_a_dotfiles_folder_is_masked(repo: Path, home: Path, tmp_path: Path) -> None:
+    """Dotfile managers (stow, chezmoi's symlink mode, yadm) make ~/.gitconfig a link into their folder."""
+    plant(home / "dotfiles" / "git" / "gitconfig", f"[user]\n\tname = Home User\n[http]\n\tproxy = alice:{token(1)}@proxy.example:3128\n")
+    (home / ".gitconfig").symlink_to(home / "dotfiles" / "git" / "gitconfig")
+    plant(home / "dotfiles" / "git" / "xdg-config", f"[github]\n\ttoken = {token(2)}\n")
+    (home / ".config" / "git").mkdir(parents=True)
+    (home / ".config" / "git" / "config").symlink_to(home / "dotfiles" / "git" / "xdg-config")
+    outputs, got = ask_mode_reads(repo, tmp_path, "cat ~/.gitconfig ~/.config/git/config", "git config --global --list",
+                                  "git config --list --show-origin", mode="plan")
+    assert MARK not in got, leaked(got)
+    assert "Home User" in outputs[1]  # still shown, masked
