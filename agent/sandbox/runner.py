@@ -443,6 +443,8 @@ class BwrapRunner(LocalRunner):
         binds = [*bound, *exposed, *(named for named, _ in aliases)]
         # A mask under another one is needed only where a bind in between shows the path again.
         hidden = [p for p in hidden if visible(p, hidden, binds, below=True)]
+        # A shown folder reached through a link is bound at its name too: what is hidden inside it, there as well.
+        hidden += [named / h.relative_to(real) for named, real in aliases for h in hidden if h != real and h.is_relative_to(real)]
         sockets = [s for s in host_socket_paths() if shown(s) and visible(s, hidden, binds)]
         masks = self.git_masks.mounts()
         masked = [m for m in masks if shown(m.path) and visible(m.path, hidden, binds)]

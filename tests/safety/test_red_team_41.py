@@ -385,3 +385,15 @@ def test_a_global_gitconfig_that_is_a_link_into_a_dotfiles_folder_is_masked(repo
                                   "git config --list --show-origin", mode="plan")
     assert MARK not in got, leaked(got)
     assert "Home User" in outputs[1]  # still shown, masked
+
+
+def test_a_login_inside_a_toolchain_folder_reached_through_a_link_stays_hidden(repo: Path, home: Path, tmp_path: Path) -> None:
+    """`~/.nvm` a link to where the user keeps it: the folder is bound at both names."""
+    npmrc = plant(home / "tools" / "nvm" / "versions" / "node" / "v20.11.0" / "etc" / "npmrc", f"//r/:_authToken={token(1)}\n")
+    plant(home / "tools" / "nvm" / "versions" / "node" / "v20.11.0" / "bin" / "node", "#!/bin/sh\n", 0o755)
+    plant(home / ".aws" / "credentials", f"{token(2)}\n")
+    (home / ".nvm").symlink_to(home / "tools" / "nvm")
+    outputs, got = ask_mode_reads(repo, tmp_path, "cat ~/.nvm/versions/node/v20.11.0/etc/npmrc", f"cat {npmrc}",
+                                  f"grep -rl {MARK} ~/", "ls ~/.nvm/versions/node/v20.11.0/bin")
+    assert MARK not in got, leaked(got)
+    assert "node" in outputs[-1]
