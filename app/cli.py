@@ -80,6 +80,9 @@ def run_parser() -> Parser:
     parser.add_argument("-c", "--continue", dest="cont", action="store_true",
                         help="go on with the last session in this repository (its conversation, its undo journal)")
     parser.add_argument("--resume", default=None, metavar="ID", help="go on with the saved session ID")
+    parser.add_argument("--commit", action="store_true",
+                        help="when the model finishes, commit the files the session changed with a message it drafts "
+                             "(your other staged and unstaged work stays as it is)")
     return parser
 
 

@@ -19,6 +19,7 @@ with `expose = ["~"]`. The user adds to the rules in `$XDG_CONFIG_HOME/ribbit/sa
     write_quota_mb = 4096            # what a session may write to the repository's disk (default: half the free space)
     memory_mb = 4096                 # memory one command may use (default: RAM less the model and the desktop's room)
     max_processes = 1024             # processes (threads count) one command may run at once
+    bang_sandbox = true              # run the user's own `!command`s in the sandbox too (default: as the user)
 """
 
 from __future__ import annotations
@@ -175,6 +176,8 @@ class SandboxSettings(BaseModel):
     # Caps for each command (agent.sandbox.caps; 0: none); unset memory_mb: RAM less the model and the desktop.
     memory_mb: int | None = Field(None, ge=0, le=1 << 30)
     max_processes: int | None = Field(None, ge=0, le=1 << 22)
+    # `!command` in the TUI is the user's own: unsandboxed unless this is set.
+    bang_sandbox: bool = False
 
     @property
     def tmp_bytes(self) -> int:

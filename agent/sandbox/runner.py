@@ -135,7 +135,7 @@ QUOTA_CHECK_S = 0.05  # how often a running command's disk use is looked at (a s
 class WriteQuota:
     """What one session may write to the repository's file system: the free space its writable commands
     took while they ran (what the user and other programs write between commands is not counted; a
-    command that deletes gives room back). Each command also gets what is left as its largest file
+    command that deletes gives room back), and what the undo journal copied of it (`charge`). Each command also gets what is left as its largest file
     (`ulimit -f`), so one huge write fails at once instead of at the next check."""
 
     def __init__(self, root: Path, limit_mb: int | None) -> None:
@@ -160,6 +160,11 @@ class WriteQuota:
             return self.used
         free = _free_bytes(self.root)
         return self.used if free is None else max(0, self.used + self._free_before - free)
+
+    def charge(self, size: int) -> None:
+        """Count bytes written between commands against the quota: the undo journal's copies of what the
+        commands wrote (handed over by the session), which no command's free-space reading sees."""
+        self.used += max(0, size)
 
     def left(self) -> int | None:
         """Bytes the session may still write (None: no quota, or the disk cannot be measured)."""

@@ -32,7 +32,7 @@ def undo_session(root: Path, session_id: str | None = None) -> UndoResult:
     journals = open_journals(root.resolve())
     if session_id is None:
         listed, _kind = journaled_sessions(root)
-        pending = [s for s in listed if not s.reverted and s.steps > 0]
+        pending = [s for s in listed if not s.reverted and (s.steps > 0 or s.cut_short)]
         if not pending:
             raise JournalError("nothing to undo: no session that changed files is journaled here")
         session_id = pending[-1].session_id

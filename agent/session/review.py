@@ -136,6 +136,7 @@ class ReviewSession:
         self.root = check_repo(root)
         self.sink = sink
         self.live = Journal(self.root)
+        self.live.keep_every_file()  # the applied patch printed at the end comes from its snapshots
         self.live.sweep_temp_files()
         self.base = self.live.snapshot("review start")
         SessionStore(self.root).note_journaled(self.live.session_id)  # an applied review is undone like any session
@@ -152,6 +153,7 @@ class ReviewSession:
                 model, work_root, mode="review", approver=RejectAll(), sink=sink, limits=limits,
                 no_sandbox=no_sandbox, watch=False, journal_namespace=REVIEW_NAMESPACE, reasoning=reasoning,
             )
+            self.workspace.journal.keep_every_file()  # what is reviewed and applied comes from the snapshot
         except BaseException:
             self.close()
             raise
