@@ -397,3 +397,19 @@ def test_a_login_inside_a_toolchain_folder_reached_through_a_link_stays_hidden(r
                                   f"grep -rl {MARK} ~/", "ls ~/.nvm/versions/node/v20.11.0/bin")
     assert MARK not in got, leaked(got)
     assert "node" in outputs[-1]
+
+
+def test_a_pth_file_cannot_be_written_into_a_shown_site_packages(
+    repo: Path, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The shown toolchain folders are read-only: a `.pth` (runs at every Python start) cannot land there."""
+    site = home / ".local" / "lib" / "python3.12" / "site-packages"
+    site.mkdir(parents=True)
+    bin_dir = home / ".local" / "bin"
+    bin_dir.mkdir(parents=True)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    command = (f"echo 'import os' > {site}/evil.pth; printf '#!/bin/sh\\n' > {bin_dir}/git; "
+               f"mkdir -p ~/.config/autostart && echo x > ~/.config/autostart/x.desktop; ls -A {site} {bin_dir}")
+    workspace, recorder, _ = session(repo, tmp_path, xml_call("Bash", command=command), "done", mode="full-auto")
+    assert "Read-only file system" in tool_outputs(recorder)[0]
+    assert list(site.iterdir()) == [] and list(bin_dir.iterdir()) == [] and not (home / ".config").exists()
