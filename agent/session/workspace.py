@@ -213,9 +213,10 @@ class JournaledWrites:
     """The write observer of the agent's Write/Edit: the journal records a file it leaves outside before
     the write lands (agent.undo.journal.Journal.guard_write), then the watcher is told as before."""
 
-    def __init__(self, journal: Journal, watcher: RepoWatcher | None) -> None:
+    def __init__(self, journal: Journal, watcher: RepoWatcher | None, notify: Callable[[str], None] | None = None) -> None:
         self.journal = journal
         self.watcher = watcher
+        self.notify = notify or (lambda line: None)
 
     def expect_write(self, path: Path, data: bytes | None) -> None:
         self.journal.guard_write(path)
@@ -225,6 +226,22 @@ class JournaledWrites:
     def agent_wrote(self, path: Path) -> None:
         if self.watcher is not None:
             self.watcher.agent_wrote(path)
+
+    def changed_before_write(self, path: Path) -> None:
+        """The file changed while the agent's change to it waited (for approval): an undo point holding that
+        version, as someone else's, before the change lands, so undoing the change gives it back."""
+        if not self.journal.snapshots:
+            return
+        foreign, mixed = set(), set()
+        if self.watcher is not None:
+            self.watcher.sync()  # its event, delivered now, is judged as what it is: not the agent's
+            foreign, mixed = self.watcher.take_since_snapshot()
+        try:
+            foreign.add(path.relative_to(self.journal.root).as_posix())
+        except ValueError:
+            pass
+        for line in self.journal.record_step("changed outside while a change waited", foreign=foreign, mixed=mixed):
+            self.notify(line)
 
 
 @dataclass
@@ -484,7 +501,7 @@ def open_workspace(
     outputs = SavedOutputs()  # cut Bash outputs, for Read to page through (outside the repository)
     session = AgentSession(
         model, root, policy=policy, approver=approver, runner=runner, sink=session_sink, limits=limits,
-        read_state=read_state, write_observer=JournaledWrites(journal, watcher), reasoning=reasoning, outputs=outputs,
+        read_state=read_state, write_observer=JournaledWrites(journal, watcher, lambda line: sink(NoticeEvent(level="warning", text=line))), reasoning=reasoning, outputs=outputs,
         notes=notes, after_step=snapshot_changes(journal, base_runner, watcher, sink),
     )
     saved: SessionResume | None = None
