@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from agent.session import Journal, JournalError, SessionInfo, open_journals, shown
+from agent.session import CheckoutLock, Journal, JournalError, SessionInfo, open_journals, shown
 from app.visible import visible
 
 
@@ -66,7 +66,14 @@ def undo_main(argv: list[str]) -> int:
         else:
             session = args.session
             journal = next((j for info, j in listed if info.session_id == session), journals[0])
-        result = journal.undo_session(session)
+        lock = CheckoutLock(journal.top, what="ribbit undo")
+        held = lock.try_take()  # a session writing in this repository now: its files are not to be put back under it
+        if held is not None:
+            raise JournalError(held)
+        try:
+            result = journal.undo_session(session)
+        finally:
+            lock.release()
     except JournalError as exc:
         print(f"ribbit undo: error: {visible(str(exc), one_line=True)}", file=sys.stderr)
         return 1

@@ -37,7 +37,8 @@ from agent.sandbox.caps import CapLimits, CommandCaps, cgroups_wanted
 from agent.sandbox.credentials import CredentialMasks, Masked
 from agent.sandbox.seccomp import filter_fd
 from agent.sandbox.config import SandboxSettings, hidden_paths, exposed_inside, expand, host_socket_paths, sandbox_env
-from agent.fs import CREATE_FLAGS, READ_FLAGS
+from agent.fs import CREATE_FLAGS, READ_FLAGS, WriteObserver
+from agent.sandbox.overlay import OverlayRun, mountable, overlay_home, overlay_works
 from agent.paths import home_dir
 
 if TYPE_CHECKING:
@@ -207,6 +208,8 @@ class LocalRunner:
         self.root = root.resolve()
         self.settings = settings or SandboxSettings()
         self.writable_runs = 0  # commands that could change the repository (the journal snapshots after them)
+        # Told of each file ribbit writes for a command whose writes were kept apart (agent.sandbox.overlay).
+        self.write_observer: WriteObserver | None = None
         self.quota = WriteQuota(self.root, self.settings.write_quota_mb)
         # A submodule's `.git` is a work-tree path: guarded as its state was when the session started.
         self.submodules = read_submodules(self.root)
@@ -230,6 +233,15 @@ class LocalRunner:
 
     def wrap(self, argv: list[str], cwd: Path, access: Access, fds: list[int] | None = None) -> list[str]:
         return argv
+
+    def isolates_writes(self, access: Access) -> bool:
+        """Whether a command run so writes only where ribbit applies it afterwards (agent.sandbox.overlay):
+        then nothing else changing the checkout meanwhile is taken for the command's doing."""
+        return False
+
+    def after_command(self) -> list[str]:
+        """Lines for the command's output about what ribbit did with its writes afterwards."""
+        return []
 
     def launch_dir(self, cwd: Path) -> Path:
         return cwd if cwd.is_dir() else self.root
@@ -289,6 +301,8 @@ class LocalRunner:
             if access == "read-write":
                 for line in put_back_submodule_gits(self.submodules, self.root):
                     capture.feed(("\n" + line).encode())
+            for line in self.after_command():
+                capture.feed(("\n" + line).encode())
             os.close(cwd_write)
             cwd_write = -1
             final_cwd = _read_cwd(cwd_read)
@@ -421,6 +435,34 @@ class BwrapRunner(LocalRunner):
         # (emptied after every command; ribbit never reads from it).
         self._disk_tmp = None if bwrap_can_cap_tmpfs() else Path(tempfile.mkdtemp(prefix="ribbit-sandbox-tmp-", dir=_disk_tmp_base()))
         self.git_masks = CredentialMasks(self.root)
+        # Writable commands write through an overlay ribbit applies afterwards, where this system allows it.
+        self.overlay_base = overlay_home() if mountable(self.root) and overlay_works() else None
+        self._overlay: OverlayRun | None = None
+        self._overlay_lines: list[str] = []
+
+    def isolates_writes(self, access: Access) -> bool:
+        return access == "read-write" and self.overlay_base is not None
+
+    def after_command(self) -> list[str]:
+        lines, self._overlay_lines = self._overlay_lines, []
+        return lines
+
+    @contextmanager
+    def _overlay_for(self, access: Access) -> Iterator[None]:
+        """The command's overlay while it runs; its upper layer applied to the checkout when it has ended."""
+        if not self.isolates_writes(access):
+            yield
+            return
+        assert self.overlay_base is not None
+        self._overlay = OverlayRun(self.root, self.overlay_base)
+        try:
+            yield
+        finally:
+            overlay, self._overlay = self._overlay, None
+            try:
+                self._overlay_lines = overlay.apply(self.write_observer).lines()
+            finally:
+                overlay.close()
 
     def close(self) -> None:
         super().close()
@@ -457,7 +499,8 @@ class BwrapRunner(LocalRunner):
                 (self._disk_tmp / sub).mkdir(mode=0o700, exist_ok=True)
         seccomp = filter_fd()
         try:
-            yield [seccomp]
+            with self._overlay_for(access):
+                yield [seccomp]
         finally:
             os.close(seccomp)
             for dot_git, info in made:
@@ -551,8 +594,11 @@ class BwrapRunner(LocalRunner):
             args += ["--cap-drop", "ALL"]  # as root bwrap would keep capabilities (and ignore file modes)
         if fds:
             args += ["--seccomp", str(fds[0])]
+        overlay = self._overlay
+        if overlay is not None:
+            args += overlay.bwrap_options()
         args.append("--")
-        return args + argv
+        return (overlay.prefix() if overlay is not None else []) + args + argv
 
 
     def _scratch(self, dest: str, size: int | None, sub: str) -> list[str]:

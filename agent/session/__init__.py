@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "agent.session.diagnostics": ("agent_checks",),
+    "agent.session.checkout_lock": ("CheckoutLock",),
     "agent.diffs": ("Hunk",),
     "agent.git": ("shown",),
     "agent.undo.journal": ("Journal", "JournalError", "SessionInfo", "open_journals"),
@@ -50,6 +51,7 @@ def __getattr__(name: str) -> Any:
 
 if TYPE_CHECKING:
     from agent.session.diagnostics import agent_checks
+    from agent.session.checkout_lock import CheckoutLock
     from agent.diffs import Hunk
     from agent.git import shown
     from agent.undo.journal import Journal, JournalError, SessionInfo, open_journals

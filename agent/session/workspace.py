@@ -20,6 +20,7 @@ from agent.core.loop import AgentSession, Limits, Notes
 from agent.undo.ignored import COMPILED, OutsideChanges, is_cache
 from agent.core.tools.readstate import ReadState
 from agent.undo.runs_later import compiled_from_source, runs_later
+from agent.session.checkout_lock import CheckoutLock
 from agent.session.resume import SessionResume
 from agent.sandbox.runner import CommandRunner, LocalRunner, make_runner, sandbox_available
 from agent.sandbox.config import SandboxConfigError, load_settings
@@ -232,7 +233,8 @@ class JournaledWrites:
         version, as someone else's, before the change lands, so undoing the change gives it back."""
         if not self.journal.snapshots:
             return
-        foreign, mixed = set(), set()
+        foreign: set[str] = set()
+        mixed: set[str] = set()
         if self.watcher is not None:
             self.watcher.sync()  # its event, delivered now, is judged as what it is: not the agent's
             foreign, mixed = self.watcher.take_since_snapshot()
@@ -263,6 +265,8 @@ class Workspace:
     # The saved session (agent.session.store): resume, rewind; None when not saved.
     saved: SessionResume | None = None
     report: TaskReport | None = None
+    # One writer per repository (agent.session.checkout_lock): held from the first write (or the start) to close.
+    checkout: CheckoutLock | None = None
 
     # -- what the UI shows ----------------------------------------------------------------------
 
@@ -351,10 +355,16 @@ class Workspace:
         """`/undo`: the journal's undo_last (JournalError with one line when it refuses); the watcher is
         told of each write first, so the undo is not reported as an outside change. After a step the journal
         could not record, what others changed since (the watcher saw it) is kept, never undone with it."""
+        self._check_checkout()
         watcher = self.watcher
         if watcher is not None and self.journal.has_pending():
             self.journal.others_changed(*watcher.take_since_snapshot())
         return self.journal.undo_last(observer=watcher)
+
+    def _check_checkout(self) -> None:
+        held = self.checkout.try_take() if self.checkout is not None else None
+        if held is not None:
+            raise JournalError(held)
 
     def session_diff(self) -> list[tuple[str, str]]:
         """(path, unified diff) for each file the session changed, against the state at start. Runs git:
@@ -396,6 +406,8 @@ class Workspace:
             from agent.session.store import SessionError
 
             raise SessionError("this session is not saved, so it has no rewind points")
+        if files:
+            self._check_checkout()
         with self.session.exclusive():  # not while a preload reads the system prompt
             return self.saved.rewind(index, files=files, conversation=conversation)
 
@@ -421,6 +433,8 @@ class Workspace:
         self.runner.close()
         if self.outputs is not None:
             self.outputs.close()
+        if self.checkout is not None:
+            self.checkout.release()
 
 
 def open_workspace(
@@ -465,7 +479,12 @@ def open_workspace(
     if read_only is not None and mode != "plan":
         raise SetupError(read_only)
     journal = Journal(root, namespace=journal_namespace) if journal_namespace else Journal(root)
-    swept = journal.sweep_temp_files()
+    checkout = CheckoutLock(journal.top, what=f"{mode} mode")
+    held = checkout.try_take()
+    swept = journal.sweep_temp_files() if held is None else []  # another session's writes in flight are no leftovers
+    if mode == "plan":
+        checkout.release()  # plan mode changes nothing: it shares (and takes the checkout at its first write)
+        held = None
     if resume is not None:
         journal.adopt(resume.session_id)  # undo goes on where the session left off
     elif read_only is None:
@@ -482,6 +501,8 @@ def open_workspace(
     read_state = ReadState()
     watcher: RepoWatcher | None = None
     notices = [SetupNotice(sandbox_status, live=not runner.sandboxed and not no_sandbox)]
+    if held is not None:
+        notices.append(SetupNotice(held, live=True))
     if swept:
         notices.append(SetupNotice("removed temp files left by an interrupted write: " + ", ".join(swept[:5]), live=True))
     notes = Notes()
@@ -504,6 +525,9 @@ def open_workspace(
         read_state=read_state, write_observer=JournaledWrites(journal, watcher, lambda line: sink(NoticeEvent(level="warning", text=line))), reasoning=reasoning, outputs=outputs,
         notes=notes, after_step=snapshot_changes(journal, base_runner, watcher, sink),
     )
+    session.approvals.checkout_held = checkout.try_take
+    if isinstance(base_runner, LocalRunner):  # a command's writes kept apart are applied through the same observer
+        base_runner.write_observer = session.changes.observer
     saved: SessionResume | None = None
     session.before_task = lambda prompt: report.task_started()
     if recorder is not None:
@@ -533,7 +557,7 @@ def open_workspace(
     return Workspace(
         session=session, journal=journal, runner=runner, watcher=watcher, sandbox_status=sandbox_status,
         watch_status=watcher.message if watcher else "", notices=notices, no_sandbox=no_sandbox,
-        outputs=outputs, saved=saved, report=report,
+        outputs=outputs, saved=saved, report=report, checkout=checkout,
     )
 
 

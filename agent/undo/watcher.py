@@ -253,9 +253,7 @@ class RepoWatcher:
         Both ends wait for the observer (`sync`): what changed before the command is judged as not the
         agent's, what changed during it as the agent's (with polling this costs up to a poll each end).
         """
-        self.sync()
-        self.flush_now()
-        self.wait_idle(timeout=2.0)
+        self.settle()
         with self._lock:
             self._agent_busy += 1
         try:
@@ -267,6 +265,12 @@ class RepoWatcher:
                 with self._lock:
                     self._agent_busy -= 1
                     self._agent_until = time.monotonic() + AGENT_GRACE_S
+
+    def settle(self) -> None:
+        """Judge every change made so far now (before a command that may change the files again)."""
+        self.sync()
+        self.flush_now()
+        self.wait_idle(timeout=2.0)
 
     def sync(self) -> bool:
         """Wait until the observer has delivered every event that happened before now: create a marker
