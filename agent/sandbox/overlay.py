@@ -64,6 +64,25 @@ def overlay_home() -> Path:
     return folder
 
 
+# An upper layer left by a ribbit that was killed while its command ran (none lives longer than a command).
+STALE_AFTER_S = 2 * 3600
+
+
+def sweep_stale(base: Path) -> None:
+    """Remove upper layers left behind by a ribbit killed mid-command (its command's changes never applied)."""
+    cutoff = time.time() - STALE_AFTER_S
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if entry.name.startswith(("overlay-", "probe-")) and entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                OverlayRun.remove(Path(entry.path))
+        except OSError:
+            continue
+
+
 @functools.cache
 def overlay_works() -> bool:
     """Whether this system lets ribbit mount an overlay for a command (tried once, on scratch folders)."""
@@ -147,14 +166,18 @@ class OverlayRun:
         return ["--unshare-user", "--uid", str(os.getuid()), "--gid", str(os.getgid()), "--cap-drop", "ALL"]
 
     def close(self) -> None:
+        self.remove(self.folder)
+
+    @staticmethod
+    def remove(folder: Path) -> None:
         try:
-            os.chmod(self.work / "work", 0o700)  # overlayfs leaves it with mode 000
+            os.chmod(folder / "work" / "work", 0o700)  # overlayfs leaves it with mode 000
         except OSError:
             pass
         try:
-            remove_tree(self.folder)  # however deep the command made it
+            remove_tree(folder)  # however deep the command made it
         except OSError:
-            shutil.rmtree(self.folder, ignore_errors=True)
+            shutil.rmtree(folder, ignore_errors=True)
 
     # -- applying -------------------------------------------------------------------------------
 
@@ -162,37 +185,29 @@ class OverlayRun:
         """The upper layer onto the checkout: files written, made, removed (whiteouts, opaque folders).
         Folders are walked by descriptor, without recursion and without following a link, however deep."""
         report = OverlayReport()
-        upper_top, root_top = os.open(self.upper, DIR_FLAGS), os.open(self.root, DIR_FLAGS)
-        # Folders still to walk, by path: each is reopened one component at a time (few descriptors open
-        # whatever the tree's width, no recursion whatever its depth).
-        pending = [""]
+        folders = _Folders(os.open(self.upper, DIR_FLAGS), os.open(self.root, DIR_FLAGS))
+        pending = [""]  # folders still to walk, depth first (no recursion, however deep)
         try:
             while pending:
                 rel_dir = pending.pop()
-                up = os.dup(upper_top) if not rel_dir else open_dir_confined(upper_top, rel_dir)
                 try:
-                    down = os.dup(root_top) if not rel_dir else open_dir_confined(root_top, rel_dir)
+                    up, down = folders.open(rel_dir)
                 except OSError as exc:
-                    os.close(up)
                     report.skipped.append((rel_dir, exc.strerror or str(exc)))
                     continue
-                try:
-                    for name in sorted(os.listdir(up)):
-                        rel = f"{rel_dir}/{name}" if rel_dir else name
-                        if is_git_dir_name(name):
-                            continue  # bubblewrap kept `.git` read-only; nothing of it is ever applied
-                        try:
-                            if self._apply_entry(up, down, name, rel, observer, report):
-                                pending.append(rel)
-                        except OSError as exc:
-                            why = str(exc) if isinstance(exc, ApplyError) else exc.strerror or str(exc)
-                            report.skipped.append((rel, why))
-                finally:
-                    os.close(up)
-                    os.close(down)
+                for name in sorted(os.listdir(up), reverse=True):
+                    rel = f"{rel_dir}/{name}" if rel_dir else name
+                    if is_git_dir_name(name):
+                        continue  # bubblewrap kept `.git` read-only; nothing of it is ever applied
+                    try:
+                        if self._apply_entry(up, down, name, rel, observer, report):
+                            pending.append(rel)
+                    except OSError as exc:
+                        why = str(exc) if isinstance(exc, ApplyError) else exc.strerror or str(exc)
+                        report.skipped.append((rel, why))
         finally:
-            os.close(upper_top)
-            os.close(root_top)
+            folders.close()
+        report.applied.sort()
         return report
 
     def _apply_entry(
@@ -289,6 +304,51 @@ class OverlayRun:
             for fd in stack:
                 os.close(fd)
         return False
+
+
+class _Folders:
+    """Descriptors of (upper layer, checkout) folder pairs by path, the most recently used kept open: a folder
+    is opened from its parent's descriptors (one step, no link followed), else from the top one component at
+    a time, so a walk costs a few opens a folder and few descriptors however wide or deep the tree."""
+
+    KEPT = 64
+
+    def __init__(self, upper: int, checkout: int) -> None:
+        self.open_pairs: dict[str, tuple[int, int]] = {"": (upper, checkout)}
+
+    def open(self, rel: str) -> tuple[int, int]:
+        found = self.open_pairs.pop(rel, None)
+        if found is None:
+            parent, _, name = rel.rpartition("/")
+            above = self.open_pairs.get(parent)
+            if above is not None:
+                up = os.open(name, DIR_FLAGS, dir_fd=above[0])
+                try:
+                    down = os.open(name, DIR_FLAGS, dir_fd=above[1])
+                except BaseException:
+                    os.close(up)
+                    raise
+            else:
+                top_up, top_down = self.open_pairs[""]
+                up = open_dir_confined(top_up, rel)
+                try:
+                    down = open_dir_confined(top_down, rel)
+                except BaseException:
+                    os.close(up)
+                    raise
+            found = (up, down)
+        self.open_pairs[rel] = found  # most recent last
+        while len(self.open_pairs) > self.KEPT:
+            oldest = next(k for k in self.open_pairs if k)
+            for fd in self.open_pairs.pop(oldest):
+                os.close(fd)
+        return found
+
+    def close(self) -> None:
+        for pair in self.open_pairs.values():
+            for fd in pair:
+                os.close(fd)
+        self.open_pairs = {}
 
 
 def _lstat_at(fd: int, name: str) -> os.stat_result | None:

@@ -38,7 +38,7 @@ from agent.sandbox.credentials import CredentialMasks, Masked
 from agent.sandbox.seccomp import filter_fd
 from agent.sandbox.config import SandboxSettings, hidden_paths, exposed_inside, expand, host_socket_paths, sandbox_env
 from agent.fs import CREATE_FLAGS, READ_FLAGS, WriteObserver
-from agent.sandbox.overlay import OverlayRun, mountable, overlay_home, overlay_works
+from agent.sandbox.overlay import OverlayRun, mountable, overlay_home, overlay_works, sweep_stale
 from agent.paths import home_dir
 
 if TYPE_CHECKING:
@@ -437,6 +437,8 @@ class BwrapRunner(LocalRunner):
         self.git_masks = CredentialMasks(self.root)
         # Writable commands write through an overlay ribbit applies afterwards, where this system allows it.
         self.overlay_base = overlay_home() if mountable(self.root) and overlay_works() else None
+        if self.overlay_base is not None:
+            sweep_stale(self.overlay_base)
         self._overlay: OverlayRun | None = None
         self._overlay_lines: list[str] = []
 

@@ -52,6 +52,15 @@ def wait_for_event(transcript: Path, found, timeout: float = 120) -> None:  # ty
     raise AssertionError(f"no such event in {transcript}")
 
 
+def called(tool: str):  # type: ignore[no-untyped-def]
+    """A transcript record of the model's turn that calls `tool` (written before the tool runs)."""
+    def found(event: dict) -> bool:  # type: ignore[type-arg]
+        message = event.get("message") or {}
+        return event["type"] == "message" and message.get("role") == "assistant" and any(
+            call["function"]["name"] == tool for call in message.get("tool_calls") or [])
+    return found
+
+
 def summary_of(transcript: Path) -> dict:  # type: ignore[type-arg]
     events = [json.loads(line) for line in transcript.read_text().splitlines()]
     assert events[-1]["type"] == "summary", events[-1]
@@ -89,10 +98,11 @@ def test_ask_mode_the_users_save_while_the_diff_waits_survives_the_approval(repo
         proc.kill()
     assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
     assert (repo / "calc.py").read_text() == "def add(a, b):\n    return a + b\n" + USERS_LINE
-    # Undoing the agent's change gives back the user's version, not the one the agent read.
+    # Undoing the session never takes the user's line back: the file holds their change, so it is kept and named.
     undone = ribbit_undo(repo)
     assert undone.returncode == 0, undone.stderr
-    assert (repo / "calc.py").read_text() == "def add(a, b):\n    return a - b\n" + USERS_LINE
+    assert "kept your changes to calc.py" in undone.stdout
+    assert (repo / "calc.py").read_text().endswith(USERS_LINE)
 
 
 def test_ask_mode_a_change_that_no_longer_applies_is_refused_and_the_users_file_kept(repo: Path, tmp_path: Path) -> None:
@@ -121,7 +131,7 @@ def test_the_users_edit_during_a_command_is_not_the_agents_and_undo_leaves_it(re
     transcript = tmp_path / "t.jsonl"
     proc = ribbit_run(repo, replay, transcript, "--mode", "full-auto")
     try:
-        wait_for_event(transcript, lambda e: e["type"] == "tool_call" and e.get("name", e.get("call", {}).get("name")) == "Bash")
+        wait_for_event(transcript, called("Bash"))
         time.sleep(1.0)  # inside the sleep
         with open(repo / "calc.py", "a") as editor:
             editor.write(USERS_LINE)
@@ -144,7 +154,7 @@ def test_a_second_session_in_the_repository_is_told_and_does_not_write(repo: Pat
     first_transcript = tmp_path / "a.jsonl.t"
     first = ribbit_run(repo, first_replay, first_transcript, "--mode", "full-auto")
     try:
-        wait_for_event(first_transcript, lambda e: e["type"] == "tool_call")
+        wait_for_event(first_transcript, called("Bash"))
         second_replay = write_replay(
             tmp_path / "b.jsonl", xml_call("Write", file_path="second.txt", content="from the second session\n"),
             xml_call("Bash", command="echo x > by_command.txt"), "Done.",

@@ -386,3 +386,7 @@ async def test_a_save_while_the_diff_waits_is_kept_and_the_new_diff_shown(tui_ap
         await idle(pilot)
         assert (repo / "calc.py").read_text() == "def add(a, b):\n    return a + b\n# mine\n"
         assert any("changed while the change waited" in m for m in tool_messages(app))
+        # /undo takes back the agent's change and only it: the version the user saved comes back.
+        await send(pilot, "/undo")
+        await idle(pilot)
+        assert (repo / "calc.py").read_text() == "def add(a, b):\n    return a - b\n# mine\n"
