@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import IO
 
 from agent.fs import WRITE_NOWAIT_FLAGS, is_git_dir_name
+from models.text import one_line as printable_line
 
 GIT_TIMEOUT_S = 600.0
 FIFO_GRACE_S = 2.0  # a git command still running after this long may be stuck on a FIFO
@@ -389,18 +390,14 @@ def session_repo(root: Path) -> GitRepo | None:
     return _session_repos.get(root.resolve())
 
 
+def one_line(data: bytes | str, limit: int = 300) -> str:
+    """Git's message as one printable line."""
+    return printable_line(data, limit) or "no message"
+
+
 def shown(path: str) -> str:
     """A path for a one-line message: control characters and undecodable bytes escaped, long ones cut."""
-    text = "".join(c if c.isprintable() and not 0xDC80 <= ord(c) <= 0xDCFF else repr(c)[1:-1] for c in path)
-    return text if len(text) <= 120 else text[:60] + "…" + text[-50:]
-
-
-def one_line(data: bytes | str, limit: int = 300) -> str:
-    """Git's message as one printable line (control characters escaped)."""
-    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-    text = " ".join(text.split())
-    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-    return text[:limit] or "no message"
+    return printable_line(path, 120, fold=False, tail=50)
 
 
 def unstorable_reason(rel: str, *, is_link: bool = False) -> str | None:

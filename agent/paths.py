@@ -52,7 +52,7 @@ def private_git_dir(root: Path) -> Path:
 
 
 def new_session_id() -> str:
-    """Sorts in the order sessions began, also within one second (sessions() breaks ties of its
+    """Sorts in the order sessions began, also within one second (`ribbit undo` breaks ties of their
     one-second commit times by id, and undo takes the last): milliseconds, then 3 random hex digits."""
     now = time.time()
     return time.strftime("%Y%m%d-%H%M%S", time.localtime(now)) + f"-{int(now % 1 * 1000):03d}{os.urandom(2).hex()[:3]}"

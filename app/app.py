@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from contextlib import suppress
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from textual import events, work
@@ -45,9 +45,8 @@ from agent.session import (
     UsageEvent,
     WritingProgress,
 )
-from agent.session import INIT_TASK
 from agent.session import JournalError
-from agent.session import Limits, no_reasoning_switch
+from agent.session import Limits
 from agent.session import SavedSession, SessionError, SessionStore
 from agent.session import ModeError, SetupError, Workspace, open_workspace, outside_git
 from app.messages import (
@@ -64,7 +63,7 @@ from app.visible import visible
 from app.widgets.prompt import MODE_ARGS, SLASH_COMMANDS
 from models.base import ChatModel, ModelError
 from models.embedded import DEMO_LIMITS, EMBEDDED_NAME, WORKING_MODELS, is_embedded
-from models.spec import DEFAULT_SPECS, load_model, resolve_spec
+from models.backends import DEFAULT_SPECS, EngineOptions, load_model, resolve_spec, spec_forms
 
 FIRST_RUN_HINT = f"Running {EMBEDDED_NAME}, {DEMO_LIMITS}. {WORKING_MODELS[0].upper()}{WORKING_MODELS[1:]}."
 MODEL_FAILED_HINT = ("type /model SPEC to load another (a GGUF path, default, openai:http://HOST:PORT/v1#MODEL), "
@@ -235,6 +234,7 @@ class AppConfig:
     no_sandbox: bool = False
     limits: Limits | None = None
     reasoning: bool | None = None  # --reasoning on|off; None: the model's default
+    engine: EngineOptions = field(default_factory=EngineOptions)  # --threads, --draft, --temperature
     # `ribbit -c`: the last saved session; `--resume ID`: that one; `--resume` alone (""): a picker.
     continue_last: bool = False
     resume: str | None = None
@@ -339,7 +339,7 @@ class RibbitApp(App[int]):
                 raise SetupError("review mode is not available in the TUI yet; use `ribbit run --mode review TASK`")
             try:
                 model = cfg.model if cfg.model is not None and not isinstance(cfg.model, str) else load_model(
-                    cfg.model, context=cfg.context
+                    cfg.model, context=cfg.context, engine=cfg.engine
                 )
             except (ModelError, OSError) as exc:
                 self.post_message(SetupFailed(str(exc), model=True))
@@ -371,7 +371,7 @@ class RibbitApp(App[int]):
             self.demo_said = True
             await self.main.transcript.add_notice(FIRST_RUN_HINT, "info")
         resumed = self.config.continue_last or bool(self.config.resume)  # asked when it was started
-        not_git = None if resumed else outside_git(workspace.journal.root)
+        not_git = None if resumed else outside_git(workspace.root)
         if not_git:  # said once, and asked: a folder that is no project is easy to start in by mistake
             await self.main.transcript.add_notice(not_git, "warning")
             self.push_screen(ConfirmScreen("Work in this folder?", not_git, "work here", "quit"), self._outside_git)
@@ -731,7 +731,7 @@ class RibbitApp(App[int]):
         elif command == "/init":
             await transcript.add_user("/init")
             await transcript.add_notice("asking the model to draft AGENTS.md; its Write is shown as a diff like any other")
-            self.start_task(INIT_TASK)
+            self.start_task(Workspace.INIT_TASK)
         elif command == "/clear":
             await transcript.clear()
             self.workspace.clear()  # keeps the system prompt; the next task starts a new conversation
@@ -805,7 +805,7 @@ class RibbitApp(App[int]):
         assert self.workspace is not None
         transcript, workspace = self.main.transcript, self.workspace
         info = workspace.model_info
-        no_switch = no_reasoning_switch(info)
+        no_switch = workspace.no_reasoning_switch()
         if not arg:
             state = workspace.reasoning_state()
             if info.reasoning is None:
@@ -835,12 +835,12 @@ class RibbitApp(App[int]):
             parts.append(info.path)
         grows = info.context_allocated is not None and info.context_allocated < info.context_length
         parts.append(f"context {info.context_allocated} (grows to {info.context_length})" if grows else f"context {info.context_length}")
-        return "model: " + " · ".join(parts) + ". /model SPEC switches (a GGUF path, default, openai:URL, replay:FILE)."
+        return "model: " + " · ".join(parts) + f". /model SPEC switches ({spec_forms()})."
 
     @work(thread=True, exclusive=True, group="setup")
     def load_other_model(self, spec: str) -> None:
         try:
-            model = load_model(spec, context=self.config.context)
+            model = load_model(spec, context=self.config.context, engine=self.config.engine)
         except (ModelError, OSError) as exc:
             self.post_message(ModelLoaded(spec, error=str(exc)))
             return
@@ -968,9 +968,10 @@ def make_app(
     reasoning: bool | None = None,
     continue_last: bool = False,
     resume: str | None = None,
+    engine: EngineOptions | None = None,
 ) -> RibbitApp:
     """The one way to build the app: used by `ribbit` (tui_main) and by the tests."""
     return RibbitApp(
         AppConfig(repo=Path(repo), model=model, mode=mode, context=context, no_sandbox=no_sandbox, limits=limits,
-                  reasoning=reasoning, continue_last=continue_last, resume=resume)
+                  reasoning=reasoning, continue_last=continue_last, resume=resume, engine=engine or EngineOptions())
     )

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from agent.session import MODES
 from app.args import Parser, UsageError, on_off, positive, temperature
+from models.backends import spec_forms
 from models.drafting import DRAFT_MODES
 
 SUBCOMMANDS = ("run", "quantize", "eval", "doctor", "undo", "allow")
@@ -18,7 +19,7 @@ SUBCOMMANDS = ("run", "quantize", "eval", "doctor", "undo", "allow")
 
 def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repo", default=".", help="repository to work in (default: current folder)")
-    parser.add_argument("--model", default=None, help="model SPEC: default, /path/model.gguf, openai:URL[#MODEL], replay:FILE")
+    parser.add_argument("--model", default=None, help=f"model SPEC: {spec_forms()}")
     parser.add_argument("--mode", default="ask", choices=MODES, help="approval mode (default: ask)")
     parser.add_argument("--threads", type=positive, default=None,
                         help="llama.cpp threads (default: physical cores less measured contention; also RIBBIT_THREADS)")
@@ -31,12 +32,6 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tool-output-tokens", type=positive, default=None, metavar="N",
                         help="tokens one tool result may take (default: what the model reads in about a minute "
                              "at its measured prompt speed, 1,000-12,000)")
-
-
-def apply_engine_options(args: argparse.Namespace) -> None:
-    from models.spec import EngineOptions, set_engine_options
-
-    set_engine_options(EngineOptions(threads=args.threads, draft=args.draft, temperature=args.temperature))
 
 
 def ribbit_version() -> str:
@@ -117,12 +112,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             from app.run import run_command
 
             parsed = run_parser().parse_args(args[1:])
-            apply_engine_options(parsed)
             return run_command(parsed)
         if command == "quantize":
+            from models.llama_runtime import open_for_logits
             from quantize.cli import quantize_main
 
-            return quantize_main(args[1:])
+            return quantize_main(args[1:], load_for_verify=open_for_logits)
         if command == "eval":
             from app.eval_cmd import eval_main
 
@@ -142,7 +137,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         from app.tui_main import tui_main
 
         parsed = tui_parser().parse_args(args)
-        apply_engine_options(parsed)
         return tui_main(parsed)
     except UsageError as exc:
         print(exc, file=sys.stderr)

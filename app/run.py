@@ -10,15 +10,15 @@ from typing import IO, TextIO
 from agent.session import ApprovalDecision, ApprovalRequest, Approver, BashApprovalRequest
 from agent.session import AgentEvent, ContextEvent, EventSink, NoticeEvent, StopReason, SummaryEvent
 from agent.session import JournalError
-from agent.session import Limits, run_interruptibly
+from agent.session import Limits
 from agent.session import SavedSession, SessionError, SessionStore
 from agent.session import TranscriptWriter, fanout
-from agent.session import valid_unicode
 from agent.session import RejectAll, SetupError, check_repo, check_state, open_workspace, outside_git
+from app.args import engine_options
 from app.visible import visible
 from models.base import ChatModel, ModelError
 from models.embedded import DEMO_LIMITS, EMBEDDED_NAME, WORKING_MODELS, is_embedded
-from models.spec import load_model
+from models.backends import load_model
 
 EXIT_CODES: dict[StopReason, int] = {
     "finished": 0, "error": 1, "max_steps": 3, "context": 3, "turn_tokens": 3, "interrupted": 130,
@@ -158,7 +158,7 @@ def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: I
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     reader = LineReader(stdin)
-    task = valid_unicode(reader.read_task() if args.task == "-" else args.task)
+    task = reader.read_task() if args.task == "-" else args.task
     if not task.strip():
         print("ribbit run: error: the task is empty", file=sys.stderr)
         return 2
@@ -179,7 +179,7 @@ def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: I
         print(f"ribbit: note: {visible(not_git, one_line=True)}", file=sys.stderr)
     writer = TranscriptWriter(Path(args.transcript)) if args.transcript else None
     try:
-        model = load_model(args.model, context=args.context)
+        model = load_model(args.model, context=args.context, engine=engine_options(args))
     except ModelError as exc:
         return fail(str(exc))
     if is_embedded(model.info.path):
@@ -202,7 +202,7 @@ def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: I
             print(f"ribbit: note: run without asking here, read-only (you allowed them; `ribbit allow` lists and "
                   f"revokes): {visible(', '.join(allowed), one_line=True)}", file=sys.stderr)
         try:
-            summary = run_interruptibly(workspace, task)
+            summary = workspace.run_interruptibly(task)
             patch = workspace.patch()
         finally:
             workspace.close()  # stops the watcher thread (in-process callers run many sessions)
@@ -217,7 +217,7 @@ def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: I
         return failed
     if patch and summary.files_changed:
         print(f"ribbit: the patch records what changed; your checkout already has it (undo: ribbit undo "
-              f"{workspace.journal.session_id}; a patch without touching the checkout: --dry-run)", file=sys.stderr)
+              f"{workspace.session_id}; a patch without touching the checkout: --dry-run)", file=sys.stderr)
     return EXIT_CODES[summary.stop_reason]
 
 

@@ -82,6 +82,13 @@ def _look_alikes(text: str) -> str:
     return _WORD.sub(word, text)
 
 
+def visible_line(value: object, limit: int = 70) -> str:
+    """A value as one escaped line of at most `limit` characters (a cut one ends in "…")."""
+    text = value if isinstance(value, str) else repr(value)
+    text = visible(text[: limit * 8].replace("\n", "⏎"), one_line=True)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def visible(text: str, *, one_line: bool = False, prose: bool = False) -> str:
     """`text` with every character that could move the cursor, restyle or reorder the screen, or that
     draws nothing or like another one, escaped as `\\xNN` / `\\uNNNN` (for the eye: a backslash

@@ -83,7 +83,7 @@ def real_repository(cache: Path) -> tuple[Path, Path]:
 def eval_tokens(model_path: Path, repo: Path, n_tokens: int) -> list[list[int]]:
     """`n_tokens` of the evaluation half's text as chunks of CHUNK tokens, BOS first, as calibration cuts them."""
     from quantize._calibrate_worker import plan_chunks
-    from quantize.verify import load_llama
+    from models.llama_runtime import open_for_logits as load_llama
 
     llm = load_llama(model_path, n_ctx=64)
     stream: list[int] = []
@@ -104,7 +104,8 @@ class Reference:
     """The source model's log-probabilities at every evaluated position, kept on disk (positions x vocab)."""
 
     def __init__(self, model_path: Path, chunks: list[list[int]], work: Path) -> None:
-        from quantize.verify import llama_logits, load_llama
+        from models.llama_runtime import open_for_logits as load_llama
+        from quantize.verify import llama_logits
 
         llm = load_llama(model_path, n_ctx=CHUNK)
         n = sum(len(c) for c in chunks)
@@ -124,7 +125,8 @@ class Reference:
 
 def compare(model_path: Path, ref: Reference) -> dict[str, float]:
     """Mean KL(source || model), top-1 agreement with the source, and the mean NLL of the text."""
-    from quantize.verify import llama_logits, load_llama
+    from models.llama_runtime import open_for_logits as load_llama
+    from quantize.verify import llama_logits
 
     llm = load_llama(model_path, n_ctx=CHUNK)
     kl = agree = nll = 0.0

@@ -11,12 +11,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from quantize.calibrate import DEFAULT_TOKENS, MIN_TOKENS, CalibrationText, calibrate, calibration_text
 from quantize.convert import ConvertResult, convert_checkpoint
 from quantize.errors import QuantizeError
 from quantize.progress import end_line
 from quantize.quantizer import MATRIX_TYPES, QUANT_TYPES, GgufSource, bytes_per_param, gguf_source, quantize_gguf
+
+if TYPE_CHECKING:
+    from quantize.verify import LlamaLoader
 
 PROG = "ribbit quantize"
 
@@ -122,10 +126,12 @@ def human_time(seconds: float) -> str:
     return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
 
 
-def run(args: argparse.Namespace) -> None:
+def run(args: argparse.Namespace, load_for_verify: LlamaLoader | None = None) -> None:
     src: Path = args.src
     qtype: str = args.type
     from_gguf = src.is_file()
+    if args.verify and load_for_verify is None:
+        raise _UsageError("--verify needs llama.cpp: run it as `ribbit quantize`")
     _check_usage(args, from_gguf)
     name = _stem(src) if from_gguf else src.resolve().name
     out: Path = args.output or Path.cwd() / f"{name}-{qtype}.gguf"
@@ -163,7 +169,8 @@ def run(args: argparse.Namespace) -> None:
     if args.verify:
         from quantize.verify import run_verify
 
-        run_verify(out, None if from_gguf else src, _say)
+        assert load_for_verify is not None
+        run_verify(out, None if from_gguf else src, _say, load_for_verify)
 
 
 def _converted(res: ConvertResult) -> str:
@@ -183,8 +190,9 @@ def _quantize(base: Path, out: Path, args: argparse.Namespace, text: Calibration
                   requantize=source.quantised, say=lambda s: _say(f"quantize: {s}"))
 
 
-def quantize_main(argv: list[str]) -> int:
-    """Entry point for ``ribbit quantize``; returns the exit code."""
+def quantize_main(argv: list[str], *, load_for_verify: LlamaLoader | None = None) -> int:
+    """Entry point for ``ribbit quantize``; returns the exit code. `load_for_verify`: how --verify loads
+    the result with llama.cpp (the caller's: quantize never imports models)."""
     try:
         args = build_parser().parse_args(argv)
     except _UsageError as exc:
@@ -192,7 +200,7 @@ def quantize_main(argv: list[str]) -> int:
         return 2
     try:
         with _sigterm_as_interrupt():
-            run(args)
+            run(args, load_for_verify)
     except _UsageError as exc:
         _say(f"{PROG}: error: {exc}")
         return 2

@@ -60,6 +60,7 @@ from models.base import (
     PrefillProgress,
     TextChunk,
     TurnEnd,
+    estimate_tokens,
 )
 from models.chat import ChatMessage, ParsedTurn, ToolCall
 from models.dialects import dialect_named, parser_for
@@ -243,6 +244,7 @@ class AgentSession:
             return self._run(task, cancelled_while_waiting=self._cancels != asked)
 
     def _run(self, task: str, cancelled_while_waiting: bool) -> SummaryEvent:
+        task = valid_unicode(task)  # a task from argv or a file may carry undecodable bytes
         if not cancelled_while_waiting:  # else the Esc pressed during a preload stops this run at once
             self.cancel_event.clear()
         self.steps = 0
@@ -505,7 +507,7 @@ class AgentSession:
         if tool is None:
             names = ", ".join(self.tools)
             return f"Error: there is no tool named {call.name!r}; the tools are {names}", True
-        refusal = self.approvals.refusal(call.name)
+        refusal = self.approvals.refusal(tool)
         if refusal is not None:
             return f"Error: {refusal}", True
         try:
@@ -529,7 +531,7 @@ class AgentSession:
         """A turn cut because the model repeated itself: kept up to the first copy of what it repeated
         (its tool calls dropped), and a note the model reads next, so it can take another way."""
         self._repetitions_in_row += 1
-        tokens = turn.end.usage.completion_tokens or len(turn.text) // 4
+        tokens = turn.end.usage.completion_tokens or estimate_tokens(turn.text)
         unit = " ".join(repetition.unit.split())
         unit = unit if len(unit) <= 80 else unit[:79] + "…"
         parsed = screened(self.parser.parse(turn.text[: repetition.keep_chars], self._opens_reasoning))

@@ -17,6 +17,7 @@ from pathlib import Path
 from agent.evaluation.tasks import EvalTask
 from agent.git import GitError as SafeGitError
 from agent.git import run_git
+from models.text import one_line
 
 BASE_REF = "refs/heads/eval-base"
 BASE_FILE = "ribbit-eval-base"
@@ -171,7 +172,7 @@ def apply_patch(root: Path, patch: str) -> str | None:
     finally:
         os.unlink(name)
     if proc.returncode != 0:
-        return " ".join(proc.stderr.decode("utf-8", "replace").split())[:300] or "git apply failed"
+        return one_line(proc.stderr, 300) or "git apply failed"
     return None
 
 

@@ -60,7 +60,7 @@ ModelLoader = Callable[[str, Limits, int | None], ChatModel]
 
 
 def default_loader(spec: str, limits: Limits, seed: int | None = None) -> ChatModel:
-    from models.spec import load_model
+    from models.backends import load_model
 
     return load_model(spec, context=limits.context, seed=seed)
 

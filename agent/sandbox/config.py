@@ -26,10 +26,15 @@ import stat
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.paths import config_home, home_dir
+from models.settings import Settings
+
+# What a command may do to the repository: plan mode and read-only commands get "read-only".
+Access = Literal["read-only", "read-write"]
 
 # Variables that tests, build tools and toolchains need; nothing that usually carries a secret.
 # `LC_ALL` is folded into LANG and LC_MESSAGES is pinned to C below (see sandbox_env).
@@ -127,16 +132,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> SandboxSettings:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "settings"
         raise SandboxConfigError(f"{path}: {where}: {err['msg']}") from None
-    extra = {
-        "hide": _split(environ.get("RIBBIT_SANDBOX_HIDE", ""), os.pathsep),
-        "expose": _split(environ.get("RIBBIT_SANDBOX_EXPOSE", ""), os.pathsep),
-        "env": _split(environ.get("RIBBIT_SANDBOX_ENV", ""), ","),
-    }
+    variables = Settings.read(environ)
+    extra = {"hide": variables.sandbox_hide, "expose": variables.sandbox_expose, "env": variables.sandbox_env}
     return settings.model_copy(update={k: [*getattr(settings, k), *v] for k, v in extra.items()})
-
-
-def _split(text: str, sep: str) -> list[str]:
-    return [part.strip() for part in text.split(sep) if part.strip()]
 
 
 def expand(path: str, home: Path) -> Path:

@@ -1,5 +1,7 @@
 """The session API: everything the UI (app/) uses of the agent, and nothing else (an import-linter contract
-in pyproject.toml keeps app/ to this surface and agent.evaluation).
+in pyproject.toml keeps app/ to this surface and agent.evaluation). The session itself (Workspace and its
+methods), the events it emits and the approvals it asks for, and the few things around a session; the
+journal, the sandbox, git and the loop's insides stay behind Workspace's methods.
 
 Exports are imported when first used (PEP 562), so `ribbit --help` or `ribbit doctor` does not load the
 loop, the watcher or review mode.
@@ -11,30 +13,29 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
-    "agent.session.diagnostics": ("agent_checks",),
-    "agent.session.checkout_lock": ("CheckoutLock",),
-    "agent.diffs": ("Hunk",),
-    "agent.git": ("shown",),
-    "agent.undo.journal": ("Journal", "JournalError", "SessionInfo", "open_journals"),
+    # The session: open one, run tasks, undo, resume; its errors.
+    "agent.session.workspace": (
+        "ModeError", "SetupError", "Workspace", "call_summary", "check_repo", "check_state", "open_workspace", "outside_git",
+    ),
+    "agent.core.loop": ("Limits",),
+    "agent.session.store": ("SavedSession", "SessionError", "SessionStore"),
+    "agent.session.history": ("JournalError", "journaled_sessions", "undo_session"),
+    "agent.session.review": ("ReviewSession", "review_interactively"),
+    # What the session tells the UI (events) and asks it (approvals); a change's hunks travel in a request.
+    "agent.core.events": (
+        "AgentEvent", "ApprovalEvent", "CompactionEvent", "ContextEvent", "EventSink", "ExternalChangeEvent", "MessageEvent",
+        "ModeChanged", "NoticeEvent", "PrefillEvent", "ReasoningDelta", "StopReason", "SummaryEvent", "TextDelta",
+        "ToolCallEvent", "ToolResultEvent", "TurnStarted", "UsageEvent", "WritingProgress",
+    ),
     "agent.core.approvals": (
         "MODES", "ApprovalDecision", "ApprovalRequest", "Approver", "BashApprovalRequest", "EditApprovalRequest",
         "RejectAll", "command_prefix", "project_allow_list",
     ),
-    "agent.core.crashlog": ("describe",),
-    "agent.core.events": (
-        "AgentEvent", "CompactionEvent", "ContextEvent", "EventSink", "ExternalChangeEvent", "MessageEvent", "ModeChanged",
-        "NoticeEvent", "PrefillEvent", "ReasoningDelta", "StopReason", "SummaryEvent", "TextDelta", "ToolCallEvent",
-        "ToolResultEvent", "TurnStarted", "UsageEvent", "ApprovalEvent", "WritingProgress",
-    ),
-    "agent.core.instructions": ("INIT_TASK",),
-    "agent.core.loop": ("Limits", "no_reasoning_switch", "run_interruptibly"),
-    "agent.session.review": ("ReviewSession", "review_interactively"),
-    "agent.session.store": ("SavedSession", "SessionError", "SessionStore", "preview"),
+    "agent.diffs": ("Hunk",),
+    # Around a session: the transcript file, `ribbit doctor`'s lines, an unexpected error as one line.
     "agent.session.transcript": ("TranscriptWriter", "fanout"),
-    "agent.session.workspace": (
-        "ModeError", "SetupError", "Workspace", "check_repo", "check_state", "open_workspace", "outside_git",
-    ),
-    "agent.text": ("valid_unicode",),
+    "agent.session.diagnostics": ("agent_checks",),
+    "agent.core.crashlog": ("describe",),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_WHERE)
@@ -50,11 +51,6 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:
-    from agent.session.diagnostics import agent_checks
-    from agent.session.checkout_lock import CheckoutLock
-    from agent.diffs import Hunk
-    from agent.git import shown
-    from agent.undo.journal import Journal, JournalError, SessionInfo, open_journals
     from agent.core.approvals import (
         MODES,
         ApprovalDecision,
@@ -88,18 +84,20 @@ if TYPE_CHECKING:
         UsageEvent,
         WritingProgress,
     )
-    from agent.core.instructions import INIT_TASK
-    from agent.core.loop import Limits, no_reasoning_switch, run_interruptibly
+    from agent.core.loop import Limits
+    from agent.diffs import Hunk
+    from agent.session.diagnostics import agent_checks
+    from agent.session.history import JournalError, journaled_sessions, undo_session
     from agent.session.review import ReviewSession, review_interactively
-    from agent.session.store import SavedSession, SessionError, SessionStore, preview
+    from agent.session.store import SavedSession, SessionError, SessionStore
     from agent.session.transcript import TranscriptWriter, fanout
     from agent.session.workspace import (
         ModeError,
         SetupError,
         Workspace,
+        call_summary,
         check_repo,
         check_state,
         open_workspace,
         outside_git,
     )
-    from agent.text import valid_unicode

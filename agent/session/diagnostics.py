@@ -77,7 +77,8 @@ def sandbox_checks(root: Path, sandbox_ok: bool) -> list[Check]:
     """What a sandboxed command may write, what it cannot see, what it gets from ribbit's environment."""
     import os
 
-    from agent.sandbox.runner import BwrapRunner, bwrap_works
+    from agent.sandbox.bwrap import bwrap_works
+    from agent.sandbox.runner import BwrapRunner
     from agent.sandbox.config import SandboxConfigError, config_path, hidden_paths, load_settings, sandbox_env
 
     path = _home_short(config_path())

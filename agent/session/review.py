@@ -24,10 +24,12 @@ from agent.core.approvals import Approver, PatchHunkApprovalRequest, RejectAll
 from agent.diffs import Hunk, apply_hunks, make_hunks
 from agent.core.events import EventSink, NoticeEvent, SummaryEvent
 from agent.git import GitRepo
-from agent.undo.journal import GIT_ERRORS, Blocked, Journal, JournalError, TreeEntry, _one_line
+from agent.undo.journal import GIT_ERRORS, Journal, JournalError, _one_line
+from agent.undo.worktree import Blocked, TreeEntry
 from agent.paths import state_home
 from agent.core.loop import Limits, run_interruptibly
 from agent.session.checkout_lock import CheckoutLock
+from agent.session.store import SessionStore
 from agent.session.workspace import Workspace, check_repo, open_workspace
 from models.base import ChatModel
 
@@ -143,6 +145,7 @@ class ReviewSession:
         else:
             sink(NoticeEvent(level="warning", text=held + "; approved hunks are applied only once it has ended"))
         self.base = self.live.snapshot("review start")
+        SessionStore(self.root).note_journaled(self.live.session_id)  # an applied review is undone like any session
         self._folder = Path(tempfile.mkdtemp(prefix="review-", dir=_worktree_home())).resolve()
         self._tree = self._folder / "tree"
         self._is_worktree = False

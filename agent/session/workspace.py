@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ClassVar
 from pathlib import Path
 
 from agent.fs import read_regular
@@ -14,10 +15,12 @@ from agent.core.approvals import MODES, ApprovalPolicy, Approver, Mode, project_
 from agent.diffs import unified_diff
 from agent.core.events import AgentEvent, CompactionEvent, EventSink, ExternalChangeEvent, NoticeEvent, SummaryEvent
 from agent.git import shown
-from agent.undo.journal import Journal, JournalError, UndoResult
-from agent.paths import private_git_dir, read_only_checkout, state_problem, unsuitable_folder
-from agent.core.loop import AgentSession, Limits, Notes
+from agent.undo.journal import NAMESPACE, Journal, JournalError, UndoResult
+from agent.paths import new_session_id, private_git_dir, read_only_checkout, state_problem, unsuitable_folder
+from agent.core.instructions import INIT_TASK
+from agent.core.loop import AgentSession, Limits, Notes, no_reasoning_switch, run_interruptibly
 from agent.undo.ignored import COMPILED, OutsideChanges, is_cache
+from agent.core.tools import CallSummary, tool_class
 from agent.core.tools.readstate import ReadState
 from agent.undo.runs_later import compiled_from_source, runs_later
 from agent.session.checkout_lock import CheckoutLock
@@ -25,16 +28,13 @@ from agent.session.resume import SessionResume
 from agent.sandbox.runner import CommandRunner, LocalRunner, make_runner, sandbox_available
 from agent.sandbox.config import SandboxConfigError, load_settings
 from agent.sandbox.output_spool import SavedOutputs
-from agent.session.store import SavedSession, SessionRecorder
+from agent.session.store import SavedSession, SessionRecorder, SessionStore
 from agent.session.transcript import fanout
 from agent.undo.watcher import ExternalChange, RepoWatcher
 from agent.session.watched_runner import WatchedRunner
 from models.base import ChatModel, ModelError, ModelInfo
 from models.chat import ChatMessage, ToolCall
 
-# Tools whose calls may change files; only steps with one of them are snapshotted (Bash only when
-# a command ran with the repository writable: read-only runs cannot change anything).
-CHANGING_TOOLS = frozenset({"Write", "Edit"})
 NOTE_MAX_PATHS = 20
 
 
@@ -250,6 +250,8 @@ class JournaledWrites:
 class Workspace:
     """The session API: the TUI and `ribbit run` call only these methods (the agent thread runs `run`)."""
 
+    INIT_TASK: ClassVar[str] = INIT_TASK  # `/init`: the task that drafts AGENTS.md
+
     session: AgentSession
     journal: Journal
     runner: CommandRunner
@@ -269,10 +271,6 @@ class Workspace:
     checkout: CheckoutLock | None = None
 
     # -- what the UI shows ----------------------------------------------------------------------
-
-    @property
-    def model(self) -> ChatModel:
-        return self.session.model
 
     @property
     def model_info(self) -> ModelInfo:
@@ -309,6 +307,25 @@ class Workspace:
         """Work on `task` (blocks: call it from a worker thread); the summary as the user is told it."""
         summary = self.session.run(task)
         return self.report.last if self.report is not None and self.report.last is not None else summary
+
+    def run_interruptibly(self, task: str) -> SummaryEvent:
+        """`run` in a worker thread, so Ctrl+C stops the model cleanly (ribbit run); a second Ctrl+C stops
+        waiting."""
+        return run_interruptibly(self, task)
+
+    def no_reasoning_switch(self) -> str:
+        """What the user is told when they set reasoning on a model that cannot switch it."""
+        return no_reasoning_switch(self.model_info)
+
+    @property
+    def session_id(self) -> str:
+        """The session's ID: the store's record and the journal's refs (`ribbit undo ID`)."""
+        return self.journal.session_id
+
+    @property
+    def root(self) -> Path:
+        """The folder the session works in."""
+        return self.journal.root
 
     def preload(self) -> bool:
         """Read the system prompt (or a resumed conversation whose saved state was not loaded) before the
@@ -478,7 +495,9 @@ def open_workspace(
     read_only = read_only_checkout(root)
     if read_only is not None and mode != "plan":
         raise SetupError(read_only)
-    journal = Journal(root, namespace=journal_namespace) if journal_namespace else Journal(root)
+    # The session's ID is the store's record and the journal's refs: the journal is given it.
+    session_id = resume.session_id if resume is not None else new_session_id()
+    journal = Journal(root, session_id, namespace=journal_namespace or NAMESPACE)
     checkout = CheckoutLock(journal.top, what=f"{mode} mode")
     held = checkout.try_take()
     swept = journal.sweep_temp_files() if held is None else []  # another session's writes in flight are no leftovers
@@ -486,9 +505,11 @@ def open_workspace(
         checkout.release()  # plan mode changes nothing: it shares (and takes the checkout at its first write)
         held = None
     if resume is not None:
-        journal.adopt(resume.session_id)  # undo goes on where the session left off
+        journal.resume()  # undo goes on where the session left off
     elif read_only is None:
         journal.snapshot("start")
+        if journal_namespace is None:  # a review's worktree journal is not the user's to undo
+            SessionStore(root).note_journaled(session_id)
     journal_notices = journal.take_notices()
     recorder: SessionRecorder | None = None
     if save or resume is not None:
@@ -561,6 +582,13 @@ def open_workspace(
     )
 
 
+def call_summary(call: ToolCall) -> CallSummary | None:
+    """The transcript's one-line form of a tool call, as its tool declares it (None: no such tool, or
+    every argument as `name=value`)."""
+    kind = tool_class(call.name)
+    return kind.summary(call.arguments) if kind is not None else None
+
+
 def snapshot_changes(
     journal: Journal, runner: CommandRunner, watcher: RepoWatcher | None, sink: EventSink,
 ) -> Callable[[int, list[ToolCall]], None]:
@@ -570,13 +598,16 @@ def snapshot_changes(
     def after_step(step: int, calls: list[ToolCall]) -> None:
         if not journal.snapshots:
             return  # no start point (plan mode in a read-only checkout): nothing may change
-        changed = any(call.name in CHANGING_TOOLS for call in calls)
+        # Steps with a tool that changes files are snapshotted; one that runs commands only where a command
+        # ran with the repository writable (read-only runs cannot change anything).
+        kinds = [tool_class(call.name) for call in calls]
+        changed = any(kind is not None and kind.changes_files for kind in kinds)
         now = writable_runs(runner)
         if now is not None:
             changed |= now != runs[0]
             runs[0] = now
         else:
-            changed |= any(call.name == "Bash" for call in calls)
+            changed |= any(kind is not None and kind.runs_commands for kind in kinds)
         if changed:
             foreign, mixed = watcher.take_since_snapshot() if watcher else (set(), set())
             for line in journal.record_step(f"step {step}", foreign=foreign, mixed=mixed):

@@ -15,7 +15,8 @@ from quantize._calibrate_worker import MIN_ROWS, batches, plan_chunks
 from quantize.calibrate import calibrate, calibration_text
 from quantize.cli import quantize_main
 from quantize.imatrix import ImportanceMatrix, load_imatrix, read_imatrix
-from quantize.verify import greedy, load_llama
+from models.llama_runtime import open_for_logits as load_llama
+from quantize.verify import greedy
 from tests.quantize.checkpoints import SAMPLE_CODE
 from tests.quantize.test_bad_input import PREFIX, run_failing
 
