@@ -263,8 +263,13 @@ def remove_empty_dir(path: Path) -> bool:
         return False
 
 
-def atomic_symlink(path: Path, target: str) -> None:
-    """Replace `path` with a symlink to `target`, atomically (used by undo for git symlinks)."""
+# What a write observer is told a link will hold: never the bytes of a text file ribbit writes.
+LINK_MARK = b"\0ribbit-link\0"
+
+
+def atomic_symlink(path: Path, target: str, observer: WriteObserver | None = None) -> None:
+    """Replace `path` with a symlink to `target`, atomically (used by undo for git symlinks). The observer is
+    told LINK_MARK + the target's bytes (agent.undo.watcher hashes a link the same way)."""
     refuse_git_dir(path)
     with parent_dir(path, create=True) as fd:
         old = _existing(fd, path.name)
@@ -273,6 +278,8 @@ def atomic_symlink(path: Path, target: str) -> None:
         tmp = f".{path.name[:200]}.{os.urandom(4).hex()}{TEMP_SUFFIX}"
         os.symlink(target, tmp, dir_fd=fd)
         try:
+            if observer is not None:
+                observer.expect_write(path, LINK_MARK + os.fsencode(target))
             os.replace(tmp, path.name, src_dir_fd=fd, dst_dir_fd=fd)
         except BaseException:
             os.unlink(tmp, dir_fd=fd)

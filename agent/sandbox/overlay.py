@@ -4,8 +4,8 @@ While a sandboxed command runs with the repository writable, the repository it s
 whose lower layer is the live checkout and whose upper layer is an empty folder of ribbit's: every file
 the command writes, makes or removes lands in the upper layer and nowhere else. When it ends, ribbit
 applies the upper layer to the checkout itself, one file at a time through agent.fs (no link followed,
-nothing into `.git`), telling the write observer of each write (the watcher recognises them by content,
-the journal records files it leaves outside). So what the command changed is known exactly, and what
+nothing into the repository's `.git`), telling the write observer (the watcher) of each write first, so
+it knows them by content. So what the command changed is known exactly, and what
 anyone else changed in the checkout meanwhile (the user's editor) is theirs: it never counts as the
 agent's step, and undo keeps it.
 
@@ -112,8 +112,19 @@ def overlay_works() -> bool:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def mountable(root: Path) -> bool:
-    return not (set(str(root)) & _UNMOUNTABLE)
+def usable_for(root: Path) -> Path | None:
+    """Where this repository's commands' upper layers go, or None when they write to it directly: a path
+    mount's options cannot carry, or ribbit's state folder on another disk (the write quota measures the
+    repository's disk, and an applied file is renamed into place, never copied)."""
+    if set(str(root)) & _UNMOUNTABLE:
+        return None
+    try:
+        base = overlay_home()
+        if os.stat(base).st_dev != os.stat(root).st_dev:
+            return None
+    except OSError:
+        return None
+    return base if overlay_works() else None
 
 
 @dataclass
@@ -199,8 +210,8 @@ class OverlayRun:
                     continue
                 for name in sorted(os.listdir(up), reverse=True):
                     rel = f"{rel_dir}/{name}" if rel_dir else name
-                    if is_git_dir_name(name):
-                        continue  # bubblewrap kept `.git` read-only; nothing of it is ever applied
+                    if is_git_dir_name(name) and not rel_dir:
+                        continue  # bubblewrap kept the repository's `.git` read-only: nothing of it is applied
                     try:
                         if self._apply_entry(up, down, name, rel, observer, report):
                             pending.append(rel)
@@ -252,11 +263,11 @@ class OverlayRun:
                 _remove_at(down, name, dest, observer)
                 now = None
             if stat.S_ISLNK(info.st_mode):
-                atomic_symlink(dest, os.readlink(name, dir_fd=up))
+                atomic_symlink(dest, os.readlink(name, dir_fd=up), observer)
                 report.applied.append(rel)
                 return False
             data = _read_at(up, name)
-            mode = stat.S_IMODE(info.st_mode) & 0o777
+            mode = stat.S_IMODE(info.st_mode)  # setuid & co. too: the journal takes them off and names them
             if now is not None and stat.S_ISREG(now.st_mode) and stat.S_IMODE(now.st_mode) == mode and _read_at(down, name) == data:
                 return False  # copied up without a change (opened for writing, touched)
             if info.st_dev == self.root_dev:

@@ -39,7 +39,7 @@ from agent.sandbox.seccomp import filter_fd
 from agent.sandbox.bwrap import SandboxView, bwrap_can_cap_tmpfs, bwrap_works, command_line, disk_tmp_base, under_private_tree, visible
 from agent.sandbox.config import Access, SandboxSettings, hidden_paths, exposed_inside, expand, host_socket_paths, sandbox_env
 from agent.fs import CREATE_FLAGS, READ_FLAGS, WriteObserver
-from agent.sandbox.overlay import OverlayRun, mountable, overlay_home, overlay_works, sweep_stale
+from agent.sandbox.overlay import OverlayRun, sweep_stale, usable_for
 from agent.paths import home_dir
 
 if TYPE_CHECKING:
@@ -390,7 +390,7 @@ class BwrapRunner(LocalRunner):
         self._disk_tmp = None if bwrap_can_cap_tmpfs() else Path(tempfile.mkdtemp(prefix="ribbit-sandbox-tmp-", dir=disk_tmp_base()))
         self.git_masks = CredentialMasks(self.root)
         # Writable commands write through an overlay ribbit applies afterwards, where this system allows it.
-        self.overlay_base = overlay_home() if mountable(self.root) and overlay_works() else None
+        self.overlay_base = usable_for(self.root)
         if self.overlay_base is not None:
             sweep_stale(self.overlay_base)
         self._overlay: OverlayRun | None = None

@@ -547,8 +547,10 @@ def open_workspace(
         notes=notes, after_step=snapshot_changes(journal, base_runner, watcher, sink),
     )
     session.approvals.checkout_held = checkout.try_take
-    if isinstance(base_runner, LocalRunner):  # a command's writes kept apart are applied through the same observer
-        base_runner.write_observer = session.changes.observer
+    if isinstance(base_runner, LocalRunner):
+        # A command's writes kept apart (agent.sandbox.overlay) are told to the watcher, which knows them by
+        # content; not to the journal's guard (a command filling .venv must not pin each file into the journal).
+        base_runner.write_observer = watcher
     saved: SessionResume | None = None
     session.before_task = lambda prompt: report.task_started()
     if recorder is not None:

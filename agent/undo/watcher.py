@@ -39,7 +39,7 @@ from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserverVFS
 
-from agent.fs import CREATE_FLAGS, TEMP_SUFFIX, open_regular
+from agent.fs import CREATE_FLAGS, LINK_MARK, TEMP_SUFFIX, open_regular
 
 
 DEBOUNCE_S = 0.15  # a burst (editor save, git checkout) is reported once it has been quiet this long
@@ -479,7 +479,10 @@ def _sha_of(path: Path) -> str | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError:
-        return ""
+        try:  # a link ribbit made (a command's, applied from its overlay) is known by its target
+            return hashlib.sha256(LINK_MARK + os.fsencode(os.readlink(path))).hexdigest()
+        except OSError:
+            return ""
     try:
         if info.st_size > WATCH_HASH_LIMIT:
             return ""
