@@ -10,8 +10,9 @@ anyone else changed in the checkout meanwhile (the user's editor) is theirs: it 
 agent's step, and undo keeps it.
 
 A file both changed is left as the other writer left it (the command's version is not applied; the
-model is told which). "Changed meanwhile" is the checkout file's ctime being later than the command's
-start: a file nobody touched keeps its ctime, and a false alarm only keeps the user's version.
+model is told which). "Changed meanwhile" is the checkout file's ctime at or after the command's start
+(as the kernel's clock for ctimes read it): a file nobody touched keeps its ctime, and a false alarm
+only keeps the user's version.
 
 The overlay is mounted before bubblewrap starts, in a mount namespace of its own (`unshare`; as an
 ordinary user also a user namespace, with the overlay's `userxattr` option; bubblewrap then maps the
@@ -47,8 +48,6 @@ from agent.fs import (
 # Directory xattrs overlayfs sets on a folder the command removed and made again ("y": the lower
 # folder's entries are hidden): `trusted.` as root, `user.` with userxattr.
 OPAQUE_XATTRS = ("trusted.overlay.opaque", "user.overlay.opaque")
-# The kernel's ctime may lag time.time_ns() by a few milliseconds (its coarse clock).
-CTIME_SLACK_NS = 50_000_000
 NAMED = 5
 # What mount's option string cannot carry in a path.
 _UNMOUNTABLE = set(",:\\\n")
@@ -159,7 +158,11 @@ class OverlayRun:
         self.work.mkdir()
         self.privileged = os.geteuid() == 0
         self.root_dev = os.stat(root).st_dev
-        self.started_ns = time.time_ns() - CTIME_SLACK_NS
+        # The kernel's own clock for ctimes, read right before the command starts (a file made now): a file
+        # changed at or after it changed while the command ran (time.time_ns() is finer than ctimes and
+        # would miss a change in the same tick, or with slack count the agent's own edit just before).
+        (self.folder / "start").touch()
+        self.started_ns = os.stat(self.folder / "start").st_ctime_ns
 
     def prefix(self) -> list[str]:
         """What runs before bubblewrap: a mount namespace with the overlay on the repository."""
