@@ -267,6 +267,11 @@ def remove_empty_dir(path: Path) -> bool:
 LINK_MARK = b"\0ribbit-link\0"
 
 
+def special_mark(mode: int) -> bytes:
+    """What a write observer is told a FIFO or socket holds (agent.undo.watcher hashes one the same way)."""
+    return LINK_MARK + (b"fifo" if stat.S_ISFIFO(mode) else b"socket")
+
+
 def atomic_symlink(path: Path, target: str, observer: WriteObserver | None = None) -> None:
     """Replace `path` with a symlink to `target`, atomically (used by undo for git symlinks). The observer is
     told LINK_MARK + the target's bytes (agent.undo.watcher hashes a link the same way)."""

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from agent.fs import (
     DIR_FLAGS,
+    special_mark,
     ApplyError,
     WriteObserver,
     atomic_symlink,
@@ -250,7 +251,13 @@ class OverlayRun:
                 _remove_at(down, name, dest, observer)
                 now = None
             if now is None:
-                os.mkdir(name, stat.S_IMODE(info.st_mode) & 0o777, dir_fd=down)
+                os.mkdir(name, 0o700, dir_fd=down)
+            sub_down = os.open(name, DIR_FLAGS, dir_fd=down)
+            try:  # the mode the command left (the journal takes off and names what no folder needs)
+                if stat.S_IMODE(os.fstat(sub_down).st_mode) != stat.S_IMODE(info.st_mode):
+                    os.fchmod(sub_down, stat.S_IMODE(info.st_mode))
+            finally:
+                os.close(sub_down)
             sub_up = os.open(name, DIR_FLAGS, dir_fd=up)
             try:
                 if _opaque(sub_up):  # removed and made again: what the folder held before is gone
@@ -290,7 +297,18 @@ class OverlayRun:
                 atomic_write(dest, data, mode, allow_binary=True, observer=observer)
             report.applied.append(rel)
             return False
-        report.skipped.append((rel, "a FIFO, socket or device; ribbit makes none in the checkout"))
+        if stat.S_ISFIFO(info.st_mode) or stat.S_ISSOCK(info.st_mode):
+            if now is not None and self._changed_meanwhile(down, name, now):
+                report.kept.append(rel)
+                return False
+            if now is not None:
+                _remove_at(down, name, dest, observer)
+            if observer is not None:
+                observer.expect_write(dest, special_mark(info.st_mode))
+            os.mknod(name, info.st_mode, dir_fd=down)  # (a FIFO or socket needs no privilege)
+            report.applied.append(rel)
+            return False
+        report.skipped.append((rel, "a device; ribbit makes none in the checkout"))
         return False
 
     def _clear_opaque(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -39,7 +40,7 @@ from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserverVFS
 
-from agent.fs import CREATE_FLAGS, LINK_MARK, TEMP_SUFFIX, open_regular
+from agent.fs import CREATE_FLAGS, LINK_MARK, TEMP_SUFFIX, open_regular, special_mark
 
 
 DEBOUNCE_S = 0.15  # a burst (editor save, git checkout) is reported once it has been quiet this long
@@ -479,10 +480,16 @@ def _sha_of(path: Path) -> str | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError:
-        try:  # a link ribbit made (a command's, applied from its overlay) is known by its target
-            return hashlib.sha256(LINK_MARK + os.fsencode(os.readlink(path))).hexdigest()
+        # A link, FIFO or socket ribbit made (a command's, applied from its overlay): known by its target or kind.
+        try:
+            mode = os.lstat(path).st_mode
+            if stat.S_ISLNK(mode):
+                return hashlib.sha256(LINK_MARK + os.fsencode(os.readlink(path))).hexdigest()
+            if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+                return hashlib.sha256(special_mark(mode)).hexdigest()
         except OSError:
-            return ""
+            pass
+        return ""
     try:
         if info.st_size > WATCH_HASH_LIMIT:
             return ""
