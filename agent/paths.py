@@ -76,11 +76,14 @@ def _resolved(path: str | Path) -> Path:
         return Path(path).absolute()
 
 
-def unsuitable_folder(root: Path, environ: Mapping[str, str] | None = None) -> str | None:
-    """Why `root` cannot be the folder the agent works in (one line, naming --repo), or None when it can."""
+REPO_ADVICE = "start ribbit in your project's folder, or name it with --repo DIR"
+
+
+def unsuitable_folder(root: Path, environ: Mapping[str, str] | None = None, *, advice: str = REPO_ADVICE) -> str | None:
+    """Why `root` cannot be the folder the agent works in (one line ending in `advice`), or None when it can.
+    `ribbit` itself names --repo; `ribbit eval` asks the same of each task's repository."""
     here = _resolved(root)
     home = _resolved(home_dir(environ))
-    advice = "start ribbit in your project's folder, or name it with --repo DIR"
     if here == home:
         return f"{here} is your home folder, not a project: the agent could change anything in it; {advice}"
     if here in home.parents:

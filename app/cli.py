@@ -80,6 +80,9 @@ def run_parser() -> Parser:
     parser.add_argument("-c", "--continue", dest="cont", action="store_true",
                         help="go on with the last session in this repository (its conversation, its undo journal)")
     parser.add_argument("--resume", default=None, metavar="ID", help="go on with the saved session ID")
+    parser.add_argument("--commit", action="store_true",
+                        help="when the model finishes, commit the files the session changed with a message it drafts "
+                             "(your other staged and unstaged work stays as it is)")
     return parser
 
 
@@ -114,10 +117,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             parsed = run_parser().parse_args(args[1:])
             return run_command(parsed)
         if command == "quantize":
+            from agent.session import tracked_files
             from models.llama_runtime import open_for_logits
             from quantize.cli import quantize_main
 
-            return quantize_main(args[1:], load_for_verify=open_for_logits)
+            return quantize_main(args[1:], load_for_verify=open_for_logits, list_tracked=tracked_files)
         if command == "eval":
             from app.eval_cmd import eval_main
 

@@ -14,6 +14,7 @@ from agent.session import Limits
 from agent.session import SavedSession, SessionError, SessionStore
 from agent.session import TranscriptWriter, fanout
 from agent.session import RejectAll, SetupError, check_repo, check_state, open_workspace, outside_git
+from agent.session import CommitError, Workspace
 from app.args import engine_options
 from app.visible import visible
 from models.base import ChatModel, ModelError
@@ -163,6 +164,11 @@ def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: I
         print("ribbit run: error: the task is empty", file=sys.stderr)
         return 2
     dry_run = getattr(args, "dry_run", False)
+    commit = getattr(args, "commit", False)
+    if commit and (args.mode in ("plan", "review") or dry_run):
+        why = "--dry-run changes nothing" if dry_run else f"{args.mode} mode cannot commit"
+        print(f"ribbit run: error: --commit: {why}", file=sys.stderr)
+        return 2
     if dry_run and args.mode == "plan":
         print("ribbit run: error: --dry-run has no use in plan mode, which changes nothing anyway", file=sys.stderr)
         return 2
@@ -203,7 +209,13 @@ def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: I
                   f"revokes): {visible(', '.join(allowed), one_line=True)}", file=sys.stderr)
         try:
             summary = workspace.run_interruptibly(task)
-            patch = workspace.patch()
+            try:
+                patch = workspace.patch()
+            except JournalError as exc:  # a full disk: no patch, but the start snapshot still holds the files
+                raise JournalError(f"{exc}; the files stay as the agent left them, `ribbit undo "
+                                   f"{workspace.session_id}` puts them back") from None
+            if commit and not commit_headless(workspace, summary):
+                return 1
         finally:
             workspace.close()  # stops the watcher thread (in-process callers run many sessions)
     except (SetupError, JournalError, ModelError, SessionError, OSError) as exc:
@@ -219,6 +231,36 @@ def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: I
         print(f"ribbit: the patch records what changed; your checkout already has it (undo: ribbit undo "
               f"{workspace.session_id}; a patch without touching the checkout: --dry-run)", file=sys.stderr)
     return EXIT_CODES[summary.stop_reason]
+
+
+def commit_headless(workspace: Workspace, summary: SummaryEvent) -> bool:
+    """`--commit`: draft a message and commit the session's files; False when the commit itself failed."""
+    if summary.stop_reason != "finished":
+        print(f"ribbit: not committed: the run ended with {summary.stop_reason}", file=sys.stderr)
+        return True
+    try:
+        plan = workspace.plan_commit()
+    except CommitError as exc:
+        print(f"ribbit: not committed: {visible(str(exc), one_line=True)}", file=sys.stderr)
+        return True
+    try:
+        message = workspace.draft_commit_message(plan)
+    except ModelError as exc:
+        print(f"ribbit: error: --commit: the model could not draft a message: {visible(str(exc), one_line=True)}",
+              file=sys.stderr)
+        return False
+    if not message:
+        print("ribbit: error: --commit: the model drafted an empty message; nothing was committed", file=sys.stderr)
+        return False
+    try:
+        commit_id = workspace.commit(plan, message)
+    except CommitError as exc:
+        fail(str(exc))
+        return False
+    subject = message.splitlines()[0]
+    print(f"ribbit: committed {commit_id[:12]} {visible(subject, one_line=True)!r}: "
+          f"{visible(', '.join(plan.shown), one_line=True)}", file=sys.stderr)
+    return True
 
 
 def run_review(

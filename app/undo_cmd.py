@@ -49,6 +49,8 @@ def undo_main(argv: list[str]) -> int:
             for info in listed:
                 when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.started))
                 state = "undone" if info.reverted else f"{info.steps} step(s)"
+                if info.cut_short:
+                    state += " + a last step not recorded (disk full, crash, or still running)"
                 names = [visible_line(f, 120) for f in info.files[:6]]  # agent-made names, escaped
                 files = ", ".join(names) + (" ..." if len(info.files) > 6 else "") or "no files changed"
                 print(visible(f"{info.session_id}  {when}  {state}  {files}", one_line=True))  # agent-made names

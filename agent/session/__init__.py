@@ -32,10 +32,17 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "RejectAll", "command_prefix", "project_allow_list",
     ),
     "agent.diffs": ("Hunk",),
+    # The habits of daily use: `@path`, `!command`, the user's own slash commands, `/commit`.
+    "agent.session.mentions": ("MentionRefused", "mention_at_cursor"),
+    "agent.session.bang": ("UserCommandResult",),
+    "agent.session.commands": ("CommandError", "CustomCommand", "load_commands"),
+    "agent.session.commit": ("CommitError", "CommitPlan"),
     # Around a session: the transcript file, `ribbit doctor`'s lines, an unexpected error as one line.
     "agent.session.transcript": ("TranscriptWriter", "fanout"),
     "agent.session.diagnostics": ("agent_checks",),
     "agent.core.crashlog": ("describe",),
+    # `ribbit quantize --calibrate DIR`'s file list, through ribbit's hardened git (quantize never starts git).
+    "agent.git": ("tracked_files",),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_WHERE)
@@ -63,6 +70,7 @@ if TYPE_CHECKING:
         project_allow_list,
     )
     from agent.core.crashlog import describe
+    from agent.git import tracked_files
     from agent.core.events import (
         AgentEvent,
         ApprovalEvent,
@@ -86,8 +94,12 @@ if TYPE_CHECKING:
     )
     from agent.core.loop import Limits
     from agent.diffs import Hunk
+    from agent.session.bang import UserCommandResult
+    from agent.session.commands import CommandError, CustomCommand, load_commands
+    from agent.session.commit import CommitError, CommitPlan
     from agent.session.diagnostics import agent_checks
     from agent.session.history import JournalError, journaled_sessions, undo_session
+    from agent.session.mentions import MentionRefused, mention_at_cursor
     from agent.session.review import ReviewSession, review_interactively
     from agent.session.store import SavedSession, SessionError, SessionStore
     from agent.session.transcript import TranscriptWriter, fanout

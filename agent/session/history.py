@@ -10,18 +10,19 @@ from pathlib import Path
 
 from agent.session.checkout_lock import CheckoutLock
 from agent.session.store import SessionStore
-from agent.undo.journal import Journal, JournalError, SessionSnapshots, UndoResult, open_journals
+from agent.undo.journal import JournalError, SessionSnapshots, UndoResult, open_journals
 
 
 def journaled_sessions(root: Path) -> tuple[list[SessionSnapshots], str]:
     """The sessions of `root` the store lists that a journal holds, oldest first, and where the journal
     is (for a message when there are none)."""
     journals = open_journals(root.resolve())
-    found = []
-    for session_id in SessionStore(root).session_ids():
-        held = next((s for j in journals if (s := j.snapshots_of(session_id)) is not None), None)
-        if held is not None:
-            found.append(held)
+    left = set(SessionStore(root).session_ids())
+    found: list[SessionSnapshots] = []
+    for journal in journals:  # the repository's, then the private one where the folder had one first
+        held = journal.snapshots_of(left)
+        found += held
+        left -= {s.session_id for s in held}
     found.sort(key=lambda s: (s.started, s.session_id))
     return found, journals[0].kind
 
@@ -32,7 +33,7 @@ def undo_session(root: Path, session_id: str | None = None) -> UndoResult:
     journals = open_journals(root.resolve())
     if session_id is None:
         listed, _kind = journaled_sessions(root)
-        pending = [s for s in listed if not s.reverted and s.steps > 0]
+        pending = [s for s in listed if not s.reverted and (s.steps > 0 or s.cut_short)]
         if not pending:
             raise JournalError("nothing to undo: no session that changed files is journaled here")
         session_id = pending[-1].session_id
@@ -46,5 +47,3 @@ def undo_session(root: Path, session_id: str | None = None) -> UndoResult:
     finally:
         lock.release()
 
-
-__all__ = ["Journal", "JournalError", "SessionSnapshots", "UndoResult", "journaled_sessions", "undo_session"]

@@ -137,6 +137,7 @@ class ReviewSession:
         self.root = check_repo(root)
         self.sink = sink
         self.live = Journal(self.root)
+        self.live.keep_every_file()  # the applied patch printed at the end comes from its snapshots
         # The live checkout is written only when hunks are applied; another session writing meanwhile is told of.
         self.checkout = CheckoutLock(self.live.top, what="review mode")
         held = self.checkout.try_take()
@@ -159,6 +160,7 @@ class ReviewSession:
                 model, work_root, mode="review", approver=RejectAll(), sink=sink, limits=limits,
                 no_sandbox=no_sandbox, watch=False, journal_namespace=REVIEW_NAMESPACE, reasoning=reasoning,
             )
+            self.workspace.journal.keep_every_file()  # what is reviewed and applied comes from the snapshot
         except BaseException:
             self.close()
             raise

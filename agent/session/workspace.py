@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 from pathlib import Path
 
@@ -32,6 +32,12 @@ from agent.session.store import SavedSession, SessionRecorder, SessionStore
 from agent.session.transcript import fanout
 from agent.undo.watcher import ExternalChange, RepoWatcher
 from agent.session.watched_runner import WatchedRunner
+from agent.session.bang import BEFORE_STEP, USER_STEP, UserCommandResult, run_user_command
+from agent.session.commands import CustomCommand, load_commands
+from agent.session.commit import CommitError, CommitPlan, clean_message, draft_request, make_commit, plan_commit
+from agent.session.commit import DRAFT_TOKENS
+from agent.session.mentions import Attachment, FileIndex, MentionRefused, attach
+from agent.core.tools.bash import fit_output
 from models.base import ChatModel, ModelError, ModelInfo
 from models.chat import ChatMessage, ToolCall
 
@@ -146,6 +152,7 @@ class TaskReport:
         self.start_index = len(self.journal.snapshots) - 1
         self.start_runs = writable_runs(self.runner)
         self.journal.mark_outside_present()
+        self.journal.task_began()  # marked open now, while there is room (a step may fill the disk)
 
     def wrap(self, sink: EventSink) -> EventSink:
         self.known_repositories = self.journal.nested_repositories()  # the user's own, at the start
@@ -207,6 +214,7 @@ class TaskReport:
             sink(NoticeEvent(level="warning", text=f"changed files that run code on your machine later: {listed}{more}"))
         files = set(summary.files_changed) | {p for p in journal.agent_changed if not is_cache(p)} | set(outside)
         self.last = summary.model_copy(update={"files_changed": sorted(files)})
+        journal.task_ended()  # the open mark stays if the last step is still unrecorded
         return self.last
 
 
@@ -269,6 +277,13 @@ class Workspace:
     report: TaskReport | None = None
     # One writer per repository (agent.session.checkout_lock): held from the first write (or the start) to close.
     checkout: CheckoutLock | None = None
+    # `@` completion's file list (agent.session.mentions), rebuilt after files come or go.
+    files: FileIndex | None = None
+    # `!command`s: in the sandbox (sandbox.toml's bang_sandbox) or as the user; their outputs wait here for
+    # the next prompt, which hands them to the model.
+    bang_sandbox: bool = False
+    handed: list[str] = field(default_factory=list)
+    _bang_cancel: threading.Event = field(default_factory=threading.Event)
 
     # -- what the UI shows ----------------------------------------------------------------------
 
@@ -303,10 +318,101 @@ class Workspace:
 
     # -- the conversation -----------------------------------------------------------------------
 
-    def run(self, task: str) -> SummaryEvent:
-        """Work on `task` (blocks: call it from a worker thread); the summary as the user is told it."""
-        summary = self.session.run(task)
+    def run(self, task: str, mentions: bool = False) -> SummaryEvent:
+        """Work on `task` (blocks: call it from a worker thread); the summary as the user is told it.
+
+        `mentions`: each `@path` in the task is attached as Read shows it (MentionRefused, one line, when one
+        names a path the tools refuse: then nothing is sent). Outputs of `!command`s since the last prompt go
+        with it too."""
+        attached = self.attachments(task) if mentions else []
+        if attached:
+            self.session.sink(NoticeEvent(level="info", text="attached: " + ", ".join(a.what for a in attached)))
+        handed, self.handed = self.handed, []
+        summary = self.session.run(task, context=[*handed, *(a.text for a in attached)])
+        if self.files is not None:
+            self.files.invalidate()  # the agent may have made or removed files
         return self.report.last if self.report is not None and self.report.last is not None else summary
+
+    def attachments(self, text: str) -> list[Attachment]:
+        """What each `@path` in `text` hands the model (agent.session.mentions); MentionRefused says why not."""
+        session = self.session
+        budget = session.output_budget()
+        missing: list[str] = []
+        found = attach(text, session.tool_context, budget, self.files, missing)
+        if missing:
+            listed = ", ".join("@" + shown(p) for p in missing)
+            session.sink(NoticeEvent(level="info", text=f"no such file here, sent as text: {listed}"))
+        # Each is paged like a tool result; together they must leave the conversation room to go on.
+        room = min(self.limits.context, self.model_info.context_length or self.limits.context) // 2
+        tokens = sum(budget.count(a.text) for a in found)
+        if tokens > room:
+            raise MentionRefused(f"the attached files take about {tokens} tokens, more than half the context "
+                                 f"({room}); attach fewer, or name them in the prompt for the model to Read")
+        return found
+
+    def complete_path(self, query: str, limit: int = 8) -> list[str]:
+        """`@` completion: repository paths matching `query` (in memory; [] until the list is built)."""
+        return self.files.match(query, limit) if self.files is not None else []
+
+    def files_stale(self) -> bool:
+        """Whether the `@` file list must be (re)built: files came or went since (refresh_files does it)."""
+        return self.files is not None and self.files.stale
+
+    def refresh_files(self) -> bool:
+        """Rebuild the `@` file list if files came or went (runs git: off the UI thread); True if it did."""
+        if self.files is None or not self.files.stale:
+            return False
+        self.files.refresh()
+        return True
+
+    def custom_commands(self) -> tuple[dict[str, CustomCommand], list[str]]:
+        """The user's own slash commands (agent.session.commands), read now, and lines about unusable files."""
+        return load_commands(self.journal.root)
+
+    def run_user_command(self, command: str) -> UserCommandResult:
+        """`!command` (blocks: a worker thread): run it as the user does, record what it changed as the
+        user's (undo never takes it back), and keep its output for the model's next prompt."""
+        journal, watcher = self.journal, self.watcher
+        if journal.snapshots:  # what happened before it stays apart from what it does
+            foreign, mixed = watcher.take_since_snapshot() if watcher else (set(), set())
+            for line in journal.record_step(BEFORE_STEP, foreign=foreign, mixed=mixed):
+                self.session.sink(NoticeEvent(level="warning", text=line))
+        self._bang_cancel.clear()
+        root = self.session.root
+        spool = self.outputs.new_spool() if self.outputs is not None else None  # the whole output, for Read
+        if self.bang_sandbox:
+            inner = self.runner.inner if isinstance(self.runner, WatchedRunner) else self.runner
+            ran = inner.run(command, root, 3600.0, self._bang_cancel, access="read-write", spool=spool)
+            result = UserCommandResult(command=command, output=ran.output, exit_code=None if ran.cancelled else ran.exit_code,
+                                       dropped_lines=ran.dropped_lines, cancelled=ran.cancelled)
+        else:
+            result = run_user_command(command, root, self._bang_cancel, spool)
+        if watcher is not None:
+            watcher.sync()
+        if journal.snapshots:
+            foreign, _mixed = watcher.take_since_snapshot() if watcher else (set(), set())
+            for line in journal.record_user_step(f"{USER_STEP}: {command[:80]}", foreign=foreign):
+                self.session.sink(NoticeEvent(level="warning", text=line))
+        output = fit_output(result.output, result.dropped_lines, self.session.output_budget(), spool).rstrip("\n")
+        self.handed.append(f"The user ran `{command}` in the repository ({result.status()}); its output:\n"
+                           + (output or "(no output)"))
+        if self.files is not None:
+            self.files.invalidate()
+        return replace(result, handed=output or "(no output)")
+
+    def plan_commit(self) -> CommitPlan:
+        """What `/commit` commits (the agent's changed files that differ from HEAD); CommitError says why not."""
+        return plan_commit(self.journal, self.mode, self.session.changes.files_changed)
+
+    def draft_commit_message(self, plan: CommitPlan) -> str:
+        """The model's commit message for `plan` (blocks: a worker thread); ModelError when it fails."""
+        return clean_message(self.session.answer(draft_request(plan), DRAFT_TOKENS))
+
+    def commit(self, plan: CommitPlan, message: str) -> str:
+        """Commit the plan's files with `message`; the commit id. CommitError (one line) when it fails."""
+        if self.mode == "plan":
+            raise CommitError("/commit is not available in plan mode")
+        return make_commit(plan, message)
 
     def run_interruptibly(self, task: str) -> SummaryEvent:
         """`run` in a worker thread, so Ctrl+C stops the model cleanly (ribbit run); a second Ctrl+C stops
@@ -334,12 +440,15 @@ class Workspace:
         return self.session.preload()
 
     def cancel(self) -> None:
-        """Stop the current generation or tool (any thread)."""
+        """Stop the current generation, tool or `!command` (any thread)."""
         self.session.cancel()
+        self._bang_cancel.set()
 
     def clear(self) -> None:
-        """Start a new conversation: only the system prompt is kept (call it between runs)."""
+        """Start a new conversation: only the system prompt is kept (call it between runs); `!command`
+        outputs not yet handed to the model go too."""
         self.session.clear()
+        self.handed.clear()
 
     def set_mode(self, mode: str) -> Mode:
         """Switch the approval mode (a ModeChanged event follows); ModeError says why not."""
@@ -376,7 +485,14 @@ class Workspace:
         watcher = self.watcher
         if watcher is not None and self.journal.has_pending():
             self.journal.others_changed(*watcher.take_since_snapshot())
-        return self.journal.undo_last(observer=watcher)
+        result = self.journal.undo_last(observer=watcher)
+        kept = list(result.kept)
+        # A `!command`'s steps hold only the user's changes (kept by any undo): /undo means the agent's
+        # last change, so it goes on to the step before them.
+        while result.undone.startswith((USER_STEP, BEFORE_STEP)) and len(self.journal.snapshots) > 1:
+            result = self.journal.undo_last(observer=watcher)
+            kept += [p for p in result.kept if p not in kept]
+        return result.model_copy(update={"kept": kept})
 
     def _check_checkout(self) -> None:
         held = self.checkout.try_take() if self.checkout is not None else None
@@ -468,9 +584,11 @@ def open_workspace(
     reasoning: bool | None = None,
     save: bool = False,
     resume: SavedSession | None = None,
+    listed: bool = True,
 ) -> Workspace:
     """`save`: keep the session on disk as it goes (agent.session.store: the TUI and `ribbit run` do;
-    eval, review and benchmarks do not); `resume`: go on with a saved one (implies save)."""
+    eval, review and benchmarks do not); `resume`: go on with a saved one (implies save); `listed`: the
+    store lists the session for `ribbit undo` (eval lists it only where it keeps the worktree)."""
     root = check_repo(root)
     check_state()
     try:
@@ -498,6 +616,8 @@ def open_workspace(
     # The session's ID is the store's record and the journal's refs: the journal is given it.
     session_id = resume.session_id if resume is not None else new_session_id()
     journal = Journal(root, session_id, namespace=journal_namespace or NAMESPACE)
+    if isinstance(base_runner, LocalRunner):
+        journal.limit_store(base_runner.quota)  # the journal's copies of what commands wrote count too
     checkout = CheckoutLock(journal.top, what=f"{mode} mode")
     held = checkout.try_take()
     swept = journal.sweep_temp_files() if held is None else []  # another session's writes in flight are no leftovers
@@ -508,7 +628,7 @@ def open_workspace(
         journal.resume()  # undo goes on where the session left off
     elif read_only is None:
         journal.snapshot("start")
-        if journal_namespace is None:  # a review's worktree journal is not the user's to undo
+        if listed and journal_namespace is None:  # a review's worktree journal is not the user's to undo
             SessionStore(root).note_journaled(session_id)
     journal_notices = journal.take_notices()
     recorder: SessionRecorder | None = None
@@ -528,7 +648,10 @@ def open_workspace(
         notices.append(SetupNotice("removed temp files left by an interrupted write: " + ", ".join(swept[:5]), live=True))
     notes = Notes()
 
+    files = FileIndex(root, journal.git)
+
     def on_external(change: ExternalChange) -> None:
+        files.invalidate()
         for rel in change.paths:
             read_state.mark_stale(root / rel)
         notes.add(external_note(change))
@@ -580,7 +703,7 @@ def open_workspace(
     return Workspace(
         session=session, journal=journal, runner=runner, watcher=watcher, sandbox_status=sandbox_status,
         watch_status=watcher.message if watcher else "", notices=notices, no_sandbox=no_sandbox,
-        outputs=outputs, saved=saved, report=report, checkout=checkout,
+        outputs=outputs, saved=saved, report=report, files=files, bang_sandbox=settings.bang_sandbox, checkout=checkout,
     )
 
 

@@ -1,6 +1,7 @@
 """The five tools of docs/contract.md (Read, Write, Edit, Glob, Bash), by name: each declares its
 arguments and traits (agent.core.tools.base.Tool), and asks for approval through the orchestrator in its
-ToolContext. A new tool is its own module plus one entry in TOOLS."""
+ToolContext. A new tool is its own module plus one entry in ALL_TOOLS (TOOLS, by name, is what
+sessions, approvals and the transcript look up)."""
 
 from __future__ import annotations
 
