@@ -10,7 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from acp import helpers
-from acp.schema import AllowedOutcome, PermissionOption, RequestPermissionResponse, ToolCallLocation, ToolCallUpdate
+from acp.schema import (
+    AllowedOutcome,
+    ContentToolCallContent,
+    FileEditToolCallContent,
+    PermissionOption,
+    RequestPermissionResponse,
+    ToolCallLocation,
+    ToolCallUpdate,
+)
 
 from agent.session import ApprovalDecision, ApprovalRequest, BashApprovalRequest, EditApprovalRequest, command_prefix
 from app.acp.updates import absolute, fenced, one_line, text_in_root
@@ -60,7 +68,7 @@ def permission_request(root: Path, request: ApprovalRequest) -> tuple[ToolCallUp
         options.append(PermissionOption(option_id=REJECT, name="Don't run", kind="reject_once"))
         return call, options
     path = absolute(root, request.path) or request.path
-    content = []
+    content: list[ContentToolCallContent | FileEditToolCallContent] = []
     if isinstance(request, EditApprovalRequest):
         old, new = edit_texts(root, request)
         content.append(helpers.tool_diff_content(path, new, old))

@@ -83,7 +83,7 @@ async def serve(args: argparse.Namespace, source: BinaryIO, sink: BinaryIO, vers
         with suppress(ValueError, NotImplementedError, RuntimeError):
             loop.add_signal_handler(signum, transport.end)
     agent = RibbitAgent(args, model, version)
-    conn = AgentSideConnection(agent, transport, listening=False)
+    conn = AgentSideConnection(agent, transport, listening=False)  # type: ignore[arg-type]  # a structural Agent
     try:
         await conn.listen()
     finally:

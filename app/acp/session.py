@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from acp import helpers
 from acp.exceptions import RequestError
 from acp.interfaces import Client
-from acp.schema import PermissionOption, PromptResponse, StopReason, ToolCallUpdate
+from acp.schema import PermissionOption, PromptResponse, StopReason, TextContentBlock, ToolCallUpdate
 
 from agent.session import (
     INIT_TASK,
@@ -258,8 +258,8 @@ class AcpSession:
         self.busy = True
         self.cancelled.clear()
         try:
-            first = blocks[0] if blocks else None
-            command = parse_command(first.text) if len(blocks) == 1 and getattr(first, "type", "") == "text" else None
+            only = blocks[0] if len(blocks) == 1 else None
+            command = parse_command(only.text) if isinstance(only, TextContentBlock) else None
             if command is not None and command[0] != "init":
                 self.say(await self.command(*command))
                 await self.flush()

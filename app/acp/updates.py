@@ -21,6 +21,7 @@ from acp.schema import (
     ToolCallLocation,
     ToolCallProgress,
     ToolCallStart,
+    ToolCallStatus,
     ToolKind,
     UsageUpdate,
     UserMessageChunk,
@@ -166,7 +167,7 @@ class CallTracker:
     def finished(self, tool_call_id: str, name: str, output: str, is_error: bool) -> ToolCallProgress:
         view = self.calls.pop(tool_call_id, None) or CallView(name, KINDS.get(name, "other"))
         is_error = is_error or view.rejected
-        status = "failed" if is_error else "completed"
+        status: ToolCallStatus = "failed" if is_error else "completed"
         if view.diff and not is_error:
             # The change as applied: the diff stays; the result (the edited region) beside it.
             content: list[ToolContent] = [*view.diff, helpers.tool_content(helpers.text_block(fenced(output)))]

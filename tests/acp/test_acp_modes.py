@@ -201,3 +201,26 @@ def test_linked_and_embedded_files_become_what_the_model_reads(tmp_path, repo, r
     assert prompt.startswith("explain")
     assert '<file path="calc.py">\n     1\tdef add(a, b):\n     2\t    return a - b\n</file>' in prompt
     assert '<selection path="test_calc.py (from line 4)">\ndef test_add():\n    ...\n</selection>' in prompt
+
+
+def test_outside_git_the_first_prompt_asks_for_the_folder(tmp_path, replay_file):
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "notes.txt").write_text("keep\n")
+    model = replay_file(xml_call("Write", file_path="new.txt", content="x\n"), "Done.")
+    client = RecordingClient(answers=[allow("reject_once"), allow(), allow()])
+
+    async def scenario() -> tuple[str, bool, str]:
+        async with ribbit_acp(client, f"replay:{model}", stderr=tmp_path / "err") as (conn, _):
+            session = await conn.new_session(cwd=str(plain))
+            refused = (await conn.prompt(session_id=session.session_id, prompt=[text_block("write")])).stop_reason
+            untouched = not (plain / "new.txt").exists()
+            agreed = (await conn.prompt(session_id=session.session_id, prompt=[text_block("write")])).stop_reason
+            return refused, untouched, agreed
+
+    refused, untouched, agreed = run(scenario())
+    assert (refused, untouched, agreed) == ("refusal", True, "end_turn")
+    folder, again, write = client.asked
+    assert folder.tool_call.title == again.tool_call.title == f"Work in {plain}?"
+    assert write.tool_call.kind == "edit"
+    assert (plain / "new.txt").read_text() == "x\n"
