@@ -162,6 +162,8 @@ def test_load_replays_the_saved_history_before_its_reply(tmp_path, repo, replay_
 
     async def resume(session_id: str) -> tuple[int, str]:
         async with ribbit_acp(second, f"replay:{model}", stderr=tmp_path / "err") as (conn, _):
+            listed = await conn.list_sessions(cwd=str(repo))
+            assert [(s.session_id, s.title) for s in listed.sessions] == [(session_id, "what does calc do?")]
             with pytest.raises(RequestError, match="no saved session"):
                 await conn.load_session(cwd=str(repo), session_id="20990101-000000-abcdef")
             await conn.load_session(cwd=str(repo), session_id=session_id)

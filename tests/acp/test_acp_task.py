@@ -66,3 +66,17 @@ def test_a_task_streams_asks_and_applies_what_it_showed(tmp_path, repo, replay_f
     refs = subprocess.run(["git", "-C", str(repo), "for-each-ref", "refs/ribbit/"], capture_output=True, text=True).stdout
     assert session_id in refs
     assert "Traceback" not in (tmp_path / "stderr.txt").read_text()
+
+
+def test_reasoning_streams_as_thought_chunks(tmp_path, repo, replay_file):
+    model = replay_file("<think>\nThe sign looks wrong.\n</think>\nadd subtracts.")
+    client = RecordingClient()
+
+    async def scenario() -> None:
+        async with ribbit_acp(client, f"replay:{model}", stderr=tmp_path / "stderr.txt") as (conn, _process):
+            session = await conn.new_session(cwd=str(repo))
+            await conn.prompt(session_id=session.session_id, prompt=[text_block("what is wrong?")])
+
+    run(scenario())
+    assert "The sign looks wrong." in client.text("agent_thought_chunk")
+    assert "add subtracts." in client.text() and "The sign looks wrong." not in client.text()
