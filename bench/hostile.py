@@ -33,7 +33,7 @@ def _context(root: Path):  # type: ignore[no-untyped-def]
     from agent.core.approvals import AllowList, ApprovalOrchestrator, ApprovalPolicy
     from agent.core.tools.changes import ChangeGate
     from agent.core.tools.readstate import ReadState
-    from agent.checkout.sandbox import LocalRunner
+    from agent.sandbox.runner import LocalRunner
     from agent.core.tools import ToolContext
     from agent.core.tools.base import ShellState
 
@@ -124,7 +124,7 @@ def ignore_backtracking_glob(work: Path) -> Callable[[], str]:
 
 def ignore_backtracking_journal(work: Path) -> Callable[[], str]:
     """The journal's snapshot, which walks the nested repository itself."""
-    from agent.checkout.journal import Journal
+    from agent.undo.journal import Journal
 
     journal = Journal(_nested_hostile_ignore(work))
     return lambda: str(journal.snapshot("start"))

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from agent.checkout.journal import Journal
+from agent.undo.journal import Journal
 from bench.harness import make_repo
 
 
@@ -99,7 +99,7 @@ def main() -> None:
         # As a session runs it: a file watcher on the repository, whose step waits for its command's events
         # and sorts them before the snapshot (WatchedRunner, take_since_snapshot) — here outside the
         # timing; where the journal takes the watcher's word that no ignored path changed, it is given it.
-        from agent.checkout.watcher import RepoWatcher
+        from agent.undo.watcher import RepoWatcher
 
         watcher = RepoWatcher(repo, lambda change: None, is_ignored=journal.ignored)
         watcher.start()

@@ -41,7 +41,7 @@ from pathlib import Path
 from agent.core.approvals import RejectAll
 from agent.core.events import AgentEvent, UsageEvent
 from agent.core.loop import Limits
-from agent.checkout.sandbox import sandbox_available
+from agent.sandbox.runner import sandbox_available
 from agent.session.workspace import open_workspace
 from bench.assets import frognano_gguf, qwen_vocabulary
 from bench.quantize import QWEN35_TEMPLATE

@@ -2,7 +2,7 @@
 
 1. `true` through each runner (unsandboxed, bubblewrap with the repository writable, read-only, and
    writable without the memory and process caps: memory_mb = 0, max_processes = 0), and through a
-   baseline runner loaded from another checkout's agent/checkout/sandbox.py (--baseline), alternated
+   baseline runner loaded from another checkout's agent/sandbox/runner.py (--baseline), alternated
    A/B/... per round so machine noise hits them alike; medians and ratios.
 2. The per-command layout work alone (hidden paths, the host socket table, the env allow-list, git's
    config files with credentials to mask).
@@ -28,8 +28,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from agent.checkout.sandbox import BwrapRunner, LocalRunner
-from agent.checkout.sandbox_config import SandboxSettings
+from agent.sandbox.runner import BwrapRunner, LocalRunner
+from agent.sandbox.config import SandboxSettings
 
 
 def load_baseline(path: Path):  # type: ignore[no-untyped-def]
@@ -127,7 +127,7 @@ def add_submodules(root: Path, tmp: Path, count: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=40)
-    parser.add_argument("--baseline", type=Path, help="another checkout's agent/checkout/sandbox.py to compare with")
+    parser.add_argument("--baseline", type=Path, help="another checkout's agent/sandbox/runner.py to compare with")
     parser.add_argument("--no-flood", action="store_true", help="skip the 2 GB output figure")
     parser.add_argument("--submodules", type=int, default=0, help="submodules in the test repository (vendor/libN)")
     parser.add_argument("--git-credentials", action="store_true",

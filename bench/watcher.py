@@ -16,8 +16,8 @@ import threading
 import time
 from pathlib import Path
 
-from agent.checkout.journal import Journal
-from agent.checkout.watcher import DEBOUNCE_S, ExternalChange, RepoWatcher
+from agent.undo.journal import Journal
+from agent.undo.watcher import DEBOUNCE_S, ExternalChange, RepoWatcher
 
 
 def make_tree(root: Path, folders: int, files_per_folder: int) -> None:

@@ -12,9 +12,9 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from agent.checkout.diffs import Hunk
+from agent.diffs import Hunk
 from agent.core.events import AgentEvent, ApprovalEvent, ModeChanged, NoticeEvent
-from agent.checkout.sandbox import Access
+from agent.sandbox.runner import Access
 
 Mode = Literal["ask", "auto-edit", "full-auto", "review", "plan"]
 MODES: tuple[Mode, ...] = ("ask", "auto-edit", "full-auto", "review", "plan")
@@ -52,7 +52,7 @@ class EditApprovalRequest(BaseModel):
     is_new_file: bool
     diff: str
     hunks: list[Hunk]
-    # Why the file holds code that runs later on the user's machine (agent.checkout.runs_later), or None.
+    # Why the file holds code that runs later on the user's machine (agent.undo.runs_later), or None.
     runs_later: str | None = None
 
 

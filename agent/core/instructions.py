@@ -16,8 +16,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from agent.checkout.gitcmd import GitError, find_repository, session_repo
-from agent.checkout.sandbox_config import config_path
+from agent.git import GitError, find_repository, session_repo
+from agent.sandbox.config import config_path
 from agent.fs import NotRegularFile, is_git_dir_name, open_regular
 from agent.paths import home_dir
 
@@ -223,7 +223,7 @@ def load_instructions(
 def uncommitted_files(top: Path, files: list[InstructionFile]) -> list[str]:
     """Which of `files` git sees as new or changed; [] when there is no git or it cannot tell.
 
-    Through agent/checkout/gitcmd.py like every git call: the repository's config can make `git status` run
+    Through agent/git.py like every git call: the repository's config can make `git status` run
     programs (fsmonitor, clean filters), and this runs on the host before any session starts.
     """
     if not files or not (top / ".git").exists():

@@ -42,8 +42,8 @@ from agent.core.output_budget import OutputBudget, budget_for, model_token_count
 from agent.core.prompt import system_prompt
 from agent.core.tools.readstate import ReadState
 from agent.core.repeats import RepeatDetector, Repetition, RepetitionGuard
-from agent.checkout.sandbox import CommandRunner
-from agent.checkout.output_spool import SavedOutputs
+from agent.sandbox.runner import CommandRunner
+from agent.sandbox.output_spool import SavedOutputs
 from agent.core.screening import screened
 from agent.core.stream import StreamSplitter
 from agent.core.tools import Tool, ToolContext, ToolError, default_tools

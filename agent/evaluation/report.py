@@ -57,7 +57,7 @@ class JobResult(BaseModel):
     patch: str = ""
     # Test files the agent's patch changed, put back to the base commit before grading.
     tests_put_back: list[str] = Field(default_factory=list)
-    # Files the agent changed that run code on the user's machine later (agent.checkout.runs_later).
+    # Files the agent changed that run code on the user's machine later (agent.undo.runs_later).
     runs_later: list[str] = Field(default_factory=list)
     fail_to_pass: dict[str, str] = Field(default_factory=dict)
     pass_to_pass: dict[str, str] = Field(default_factory=dict)

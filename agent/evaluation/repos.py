@@ -15,8 +15,8 @@ import threading
 from pathlib import Path
 
 from agent.evaluation.tasks import EvalTask
-from agent.checkout.gitcmd import GitError as SafeGitError
-from agent.checkout.gitcmd import run_git
+from agent.git import GitError as SafeGitError
+from agent.git import run_git
 
 BASE_REF = "refs/heads/eval-base"
 BASE_FILE = "ribbit-eval-base"
@@ -43,7 +43,7 @@ def lock_for(key: Path) -> threading.Lock:
 
 
 def git(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, check: bool = True) -> str:
-    """The one wrapper for every git call here: agent/checkout/gitcmd.py runs it (no hook, filter or
+    """The one wrapper for every git call here: agent/git.py runs it (no hook, filter or
     other configured program runs; no global or system config)."""
     try:
         proc = run_git(list(args), cwd=cwd, env=env, check=check)

@@ -44,10 +44,10 @@ from agent.evaluation.report import (
 from agent.evaluation.tasks import DEFAULT_TIME_LIMIT_S, EvalTask
 from agent.evaluation.testlog import TestStatus, parse_test_log, status_of
 from agent.core.events import AgentEvent, SummaryEvent, TurnStarted, UsageEvent
-from agent.checkout.journal import JournalError
+from agent.undo.journal import JournalError
 from agent.core.loop import AgentSession, Limits
-from agent.checkout.sandbox import make_runner
-from agent.checkout.sandbox_config import SandboxConfigError, load_settings
+from agent.sandbox.runner import make_runner
+from agent.sandbox.config import SandboxConfigError, load_settings
 from agent.session.transcript import TranscriptWriter, fanout
 from agent.session.workspace import SetupError, open_workspace
 from models.base import ChatModel, ModelError

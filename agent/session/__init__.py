@@ -11,10 +11,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
-    "agent.checkout.diagnostics": ("agent_checks",),
-    "agent.checkout.diffs": ("Hunk",),
-    "agent.checkout.gitcmd": ("shown",),
-    "agent.checkout.journal": ("Journal", "JournalError", "SessionInfo", "open_journals"),
+    "agent.session.diagnostics": ("agent_checks",),
+    "agent.diffs": ("Hunk",),
+    "agent.git": ("shown",),
+    "agent.undo.journal": ("Journal", "JournalError", "SessionInfo", "open_journals"),
     "agent.core.approvals": (
         "MODES", "ApprovalDecision", "ApprovalRequest", "Approver", "BashApprovalRequest", "EditApprovalRequest",
         "RejectAll", "command_prefix", "project_allow_list",
@@ -49,10 +49,10 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:
-    from agent.checkout.diagnostics import agent_checks
-    from agent.checkout.diffs import Hunk
-    from agent.checkout.gitcmd import shown
-    from agent.checkout.journal import Journal, JournalError, SessionInfo, open_journals
+    from agent.session.diagnostics import agent_checks
+    from agent.diffs import Hunk
+    from agent.git import shown
+    from agent.undo.journal import Journal, JournalError, SessionInfo, open_journals
     from agent.core.approvals import (
         MODES,
         ApprovalDecision,

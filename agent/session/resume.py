@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agent.core.events import NoticeEvent
-from agent.checkout.journal import Journal
+from agent.undo.journal import Journal
 from agent.session.store import SavedSession, SessionError, SessionRecorder, TaskStart, preview
 from models.chat import ChatMessage
 from models.saved_points import SavesPoints, read_meta

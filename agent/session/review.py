@@ -21,10 +21,11 @@ from pydantic import BaseModel
 
 from agent.fs import ApplyError, atomic_symlink, atomic_write, is_binary, remove_file, remove_tree, write_new_file
 from agent.core.approvals import Approver, PatchHunkApprovalRequest, RejectAll
-from agent.checkout.diffs import Hunk, apply_hunks, make_hunks
+from agent.diffs import Hunk, apply_hunks, make_hunks
 from agent.core.events import EventSink, SummaryEvent
-from agent.checkout.gitcmd import GitRepo
-from agent.checkout.journal import GIT_ERRORS, Blocked, Journal, JournalError, TreeEntry, _one_line
+from agent.git import GitRepo
+from agent.undo.journal import GIT_ERRORS, Journal, JournalError, _one_line
+from agent.undo.worktree import Blocked, TreeEntry
 from agent.paths import state_home
 from agent.core.loop import Limits, run_interruptibly
 from agent.session.workspace import Workspace, check_repo, open_workspace

@@ -11,22 +11,23 @@ from pathlib import Path
 
 from agent.fs import read_regular
 from agent.core.approvals import MODES, ApprovalPolicy, Approver, Mode, project_allow_list
-from agent.checkout.diffs import unified_diff
+from agent.diffs import unified_diff
 from agent.core.events import AgentEvent, CompactionEvent, EventSink, ExternalChangeEvent, NoticeEvent, SummaryEvent
-from agent.checkout.gitcmd import shown
-from agent.checkout.journal import Journal, JournalError, UndoResult
+from agent.git import shown
+from agent.undo.journal import Journal, JournalError, UndoResult
 from agent.paths import private_git_dir, read_only_checkout, state_problem, unsuitable_folder
 from agent.core.loop import AgentSession, Limits, Notes
-from agent.checkout.ignored import COMPILED, OutsideChanges, is_cache
+from agent.undo.ignored import COMPILED, OutsideChanges, is_cache
 from agent.core.tools.readstate import ReadState
-from agent.checkout.runs_later import compiled_from_source, runs_later
+from agent.undo.runs_later import compiled_from_source, runs_later
 from agent.session.resume import SessionResume
-from agent.checkout.sandbox import CommandRunner, LocalRunner, make_runner, sandbox_available
-from agent.checkout.sandbox_config import SandboxConfigError, load_settings
-from agent.checkout.output_spool import SavedOutputs
+from agent.sandbox.runner import CommandRunner, LocalRunner, make_runner, sandbox_available
+from agent.sandbox.config import SandboxConfigError, load_settings
+from agent.sandbox.output_spool import SavedOutputs
 from agent.session.store import SavedSession, SessionRecorder
 from agent.session.transcript import fanout
-from agent.checkout.watcher import ExternalChange, RepoWatcher, WatchedRunner
+from agent.undo.watcher import ExternalChange, RepoWatcher
+from agent.session.watched_runner import WatchedRunner
 from models.base import ChatModel, ModelError, ModelInfo
 from models.chat import ChatMessage, ToolCall
 
@@ -75,7 +76,7 @@ def check_state() -> None:
 
 def outside_git(root: Path) -> str | None:
     """One line when `root` is not in a git repository (what undo then keeps, and where), else None."""
-    from agent.checkout.gitcmd import GitError, find_repository
+    from agent.git import GitError, find_repository
 
     try:
         if find_repository(root) is not None:
@@ -126,7 +127,7 @@ def writable_runs(runner: CommandRunner) -> int | None:
 @dataclass
 class TaskReport:
     """What the user hears about the checkout when a task ends: git repositories the agent made, files
-    changed outside the undo journal, changed files that run code later (agent.checkout.runs_later); and
+    changed outside the undo journal, changed files that run code later (agent.undo.runs_later); and
     the summary's `files_changed`: every file the agent's steps changed, by any tool, ignored ones too."""
 
     journal: Journal
@@ -210,7 +211,7 @@ class TaskReport:
 
 class JournaledWrites:
     """The write observer of the agent's Write/Edit: the journal records a file it leaves outside before
-    the write lands (agent.checkout.journal.Journal.guard_write), then the watcher is told as before."""
+    the write lands (agent.undo.journal.Journal.guard_write), then the watcher is told as before."""
 
     def __init__(self, journal: Journal, watcher: RepoWatcher | None) -> None:
         self.journal = journal

@@ -8,7 +8,7 @@ import json
 import re
 from pathlib import Path
 
-from agent.checkout.journal import Journal
+from agent.undo.journal import Journal
 from agent.paths import state_home
 from agent.session.store import SESSION_FILE, SessionStore
 from tests.conftest import xml_call

@@ -86,7 +86,7 @@ def test_tool_output_tokens_flag_on_ribbit_run(capsys, repo: Path, tmp_path: Pat
 def test_budget_from_the_embedded_models_measured_prompt_speed(repo: Path, tmp_path: Path) -> None:
     from agent.core.approvals import AllowList, ApprovalPolicy
     from agent.core.loop import AgentSession
-    from agent.checkout.sandbox import LocalRunner
+    from agent.sandbox.runner import LocalRunner
     from models.chat import ToolCall
     from models.embedded import embedded_model_path
     from models.llama_backend import LlamaCppModel

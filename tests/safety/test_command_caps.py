@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.checkout.caps import CgroupMounts, own_cgroups
+from agent.sandbox.caps import CgroupMounts, own_cgroups
 from tests.conftest import xml_call
 from tests.safety.helpers import Recorder, start, tool_outputs, write_replay
 

@@ -15,7 +15,7 @@ import pytest
 import stat
 
 from agent.fs import TEMP_SUFFIX, ApplyError, NotRegularFile, atomic_write, drop_bits, open_dir_confined, open_regular
-from agent.checkout.journal import Journal
+from agent.undo.journal import Journal
 from tests.conftest import git
 from tests.unit.helpers import call, make_ctx
 

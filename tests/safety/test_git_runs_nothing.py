@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.checkout import gitcmd
-from agent.checkout.gitcmd import GitError, GitRepo, find_repository
+from agent import git as gitcmd
+from agent.git import GitError, GitRepo, find_repository
 from agent.session.review import ReviewSession
 from tests.conftest import git, xml_call
 from tests.safety.helpers import HookedReplay, Recorder, start, tool_outputs, write_replay

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.checkout import snapshot
+from agent.undo import worktree as snapshot
 from agent.core.tools import glob
 from tests.conftest import xml_call
 from tests.safety.cli import ribbit_cli, write_replay

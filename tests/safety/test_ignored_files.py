@@ -265,7 +265,7 @@ def test_truncating_the_users_file_past_what_is_recorded_is_undone(
     """Hole 5: `truncate -s 300M` of the user's uncommitted file: undo said it succeeded and left 300 MiB
     of zeros. A file too large to record is now put back from the last snapshot that has it; one that
     never had a recorded copy is named as not restored. Scaled down: a 1 MiB limit."""
-    from agent.checkout import snapshot
+    from agent.undo import worktree as snapshot
 
     monkeypatch.setattr(snapshot, "FILE_HASH_LIMIT", 1 << 20)
     (repo / "notes.txt").write_text("the user's uncommitted notes\n")

@@ -167,7 +167,7 @@ def test_undo_never_deletes_a_too_large_file_the_step_moved(repo: Path, tmp_path
     """`mv dataset.csv data2.csv` of a file too large to record: undo "removed data2.csv" and did not name
     dataset.csv; the user's data was gone for good. Now the moved file is left and both are named.
     Scaled down: a 1 MiB limit."""
-    from agent.checkout import snapshot
+    from agent.undo import worktree as snapshot
 
     monkeypatch.setattr(snapshot, "FILE_HASH_LIMIT", 1 << 20)
     data = b"id,value\n" + b"1,2\n" * 600_000
@@ -227,7 +227,7 @@ def test_a_full_walk_budget_does_not_hide_a_change_in_the_next_environment(
     """The end-of-task check stops after OUTSIDE_WALK_LIMIT entries. Filling `.tox/` (walked first) with
     files made it stop before `.venv/`: the `.pth` planted there was never named. Now what was not looked
     into is named. Scaled down: a limit of 50 entries."""
-    from agent.checkout import ignored
+    from agent.undo import ignored
 
     monkeypatch.setattr(ignored, "OUTSIDE_WALK_LIMIT", 50)
     repo = venv
@@ -368,7 +368,7 @@ def test_files_the_agent_made_and_removed_give_the_budget_back(repo: Path, tmp_p
     """The budget was only ever spent: 60 empty ignored files made and removed left every later ignored
     file outside the journal, the user's too: their `draft.log`, deleted by the agent, was neither
     undoable nor named. Scaled down: a budget of 50 files."""
-    from agent.checkout import ignored
+    from agent.undo import ignored
 
     monkeypatch.setattr(ignored, "IGNORED_FILES_BUDGET", 50)
 
@@ -586,7 +586,7 @@ def test_fallocate_cannot_take_more_than_the_quota(tmp_path: Path, command: str)
     """`ulimit -f` bounds each file and the free space is looked at between checks: seven `fallocate -l 7M`
     (each under the per-file bound, all in a millisecond) took 49 MiB against an 8 MiB quota; on ext4,
     `fallocate -n` (keep size) is not bounded by `ulimit -f` at all. The sandbox's seccomp filter now
-    answers fallocate with EOPNOTSUPP (agent.checkout.seccomp)."""
+    answers fallocate with EOPNOTSUPP (agent.sandbox.seccomp)."""
     used = bytes_written_under_quota(tmp_path, 8, command)
     assert used <= 12 << 20, used >> 20
 

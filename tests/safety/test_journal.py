@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.checkout.journal import JournalError
+from agent.undo.journal import JournalError
 from tests.conftest import git, tree_bytes, xml_call
 from tests.safety.helpers import start, write_replay
 
@@ -198,7 +198,7 @@ def test_a_step_is_journaled_even_when_git_takes_its_input_slowly(
     Popen.communicate raised ValueError, so the step (and every later one while the big file
     stayed) was never recorded, and the user's untracked file it deleted could not come back.
     Scaled down: a 64 MiB file, and a grace period of 10 ms."""
-    from agent.checkout import gitcmd
+    from agent import git as gitcmd
 
     monkeypatch.setattr(gitcmd, "FIFO_GRACE_S", 0.01)
     monkeypatch.setattr(gitcmd, "FIFO_POLL_S", 0.05)
@@ -220,7 +220,7 @@ def test_files_too_large_to_hash_are_named_and_the_journal_goes_on(
     snapshot run into git's timeout, so nothing more was journaled. One file past the limit, and the
     largest files once a snapshot's total is spent, are left out and named; the rest is recorded.
     Scaled down: limits of 1 MiB a file and 3 MiB a snapshot."""
-    from agent.checkout import snapshot
+    from agent.undo import worktree as snapshot
 
     monkeypatch.setattr(snapshot, "FILE_HASH_LIMIT", 1 << 20)
     monkeypatch.setattr(snapshot, "SNAPSHOT_HASH_BUDGET", 3 << 20)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent.fs import remove_tree
-from agent.checkout.gitcmd import unstorable_reason
+from agent.git import unstorable_reason
 from tests.conftest import git, tree_bytes, xml_call
 from tests.functional.helpers import ribbit_run
 from tests.safety.helpers import start, write_replay

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent.core.approvals import ApprovalDecision
-from agent.checkout.journal import Journal
+from agent.undo.journal import Journal
 from agent.session.review import ReviewSession, review_interactively
 from tests.conftest import git, tree_bytes, xml_call
 from tests.functional.helpers import ribbit_run

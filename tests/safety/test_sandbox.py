@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.checkout.sandbox import BwrapRunner, LocalRunner, bwrap_works
+from agent.sandbox.runner import BwrapRunner, LocalRunner, bwrap_works
 from agent.session.workspace import SetupError
 from tests.conftest import xml_call
 from tests.safety.helpers import start, tool_outputs, write_replay
@@ -170,7 +170,7 @@ DRIVER = """
 import sys, threading
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from agent.checkout.sandbox import BwrapRunner
+from agent.sandbox.runner import BwrapRunner
 print("start", flush=True)
 BwrapRunner(Path(sys.argv[2])).run("sleep " + sys.argv[3], Path(sys.argv[2]), 600, threading.Event())
 """
@@ -195,12 +195,12 @@ def test_sandboxed_command_dies_with_ribbit(repo: Path) -> None:
 
 
 def test_doctor_says_when_there_is_no_sandbox(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from agent.checkout.diagnostics import agent_checks
+    from agent.session.diagnostics import agent_checks
 
     ok_checks = {c.name: c for c in agent_checks(repo)}
     assert ok_checks["sandbox"].ok and "bubblewrap" in ok_checks["sandbox"].detail
     assert "refs/ribbit" in ok_checks["undo journal"].detail
-    monkeypatch.setattr("agent.checkout.sandbox.shutil.which", lambda name: None)
+    monkeypatch.setattr("agent.sandbox.runner.shutil.which", lambda name: None)
     checks = {c.name: c for c in agent_checks(repo)}
     assert not checks["sandbox"].ok
     assert "NO SANDBOX" in checks["sandbox"].detail and "ask for approval" in checks["sandbox"].detail

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.checkout.sandbox import BwrapRunner
-from agent.checkout.sandbox_config import (
+from agent.sandbox.runner import BwrapRunner
+from agent.sandbox.config import (
     SandboxConfigError,
     config_path,
     hidden_paths,
@@ -234,7 +234,7 @@ def test_doctor_says_what_the_sandbox_allows(repo: Path, tmp_path: Path) -> None
 
 def test_the_macos_profile_follows_the_same_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """sandbox-exec cannot run here: check the Seatbelt profile it would get (untested on macOS)."""
-    from agent.checkout.sandbox import SandboxExecRunner
+    from agent.sandbox.runner import SandboxExecRunner
 
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)
@@ -259,7 +259,7 @@ def test_without_tmpfs_size_caps_tmp_is_a_private_folder_on_disk_emptied_after_e
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """bubblewrap 0.6 (Ubuntu 22.04) has no --size: an uncapped tmpfs could take half the RAM."""
-    import agent.checkout.sandbox as sandbox
+    import agent.sandbox.runner as sandbox
 
     monkeypatch.setattr(sandbox, "bwrap_can_cap_tmpfs", lambda: False)
     commands = [
@@ -275,8 +275,8 @@ def test_without_tmpfs_size_caps_tmp_is_a_private_folder_on_disk_emptied_after_e
 
 
 def test_doctor_runs_the_real_layout_and_says_when_it_fails(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from agent.checkout.diagnostics import agent_checks
-    from agent.checkout.sandbox import BwrapRunner
+    from agent.session.diagnostics import agent_checks
+    from agent.sandbox.runner import BwrapRunner
 
     assert "sandbox probe" not in {c.name for c in agent_checks(repo)}  # this layout works here
     real_wrap = BwrapRunner.wrap

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.checkout.sandbox import GIT_MOUNT_POINT_MODE, BwrapRunner
+from agent.sandbox.runner import GIT_MOUNT_POINT_MODE, BwrapRunner
 from tests.conftest import git, xml_call
 from tests.safety.helpers import tool_outputs
 from tests.safety.sandbox_helpers import (

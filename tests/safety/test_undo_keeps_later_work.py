@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.checkout.journal import JournalError
+from agent.undo.journal import JournalError
 from tests.conftest import git, tree_bytes, xml_call
 from tests.safety.helpers import start, write_replay
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from agent.fs import ApplyError, atomic_write
-from agent.checkout.journal import JournalError
+from agent.undo.journal import JournalError
 from agent.session.review import ReviewSession
 from tests.conftest import git, xml_call
 from tests.safety.helpers import HookedReplay, Recorder, start, write_replay
@@ -58,7 +58,7 @@ def plant_links(outside: Path) -> str:
 def links_not_journaled(monkeypatch: pytest.MonkeyPatch) -> None:
     """No room for ignored files in the journal: the links the agent hides with .gitignore are not recorded
     (within the budget they are, and undo simply removes them: see the test after these two)."""
-    from agent.checkout import ignored
+    from agent.undo import ignored
 
     monkeypatch.setattr(ignored, "IGNORED_FILES_BUDGET", 0)
 

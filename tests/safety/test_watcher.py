@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from agent.session.transcript import TranscriptWriter, fanout
-from agent.checkout.watcher import ExternalChange, RepoWatcher
+from agent.undo.watcher import ExternalChange, RepoWatcher
 from agent.session.workspace import open_workspace
 from tests.conftest import git, xml_call
 from tests.safety.helpers import HookedReplay, Recorder, YesApprover, tool_outputs, write_replay
@@ -93,7 +93,7 @@ def test_polling_fallback_still_reports_changes(repo: Path) -> None:
 def test_tree_too_big_for_inotify_falls_back_to_polling(repo: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     for i in range(12):
         (repo / f"d{i}").mkdir()
-    monkeypatch.setattr("agent.checkout.watcher.inotify_watch_limit", lambda: 10)
+    monkeypatch.setattr("agent.undo.watcher.inotify_watch_limit", lambda: 10)
     watcher = RepoWatcher(repo, lambda change: None)
     message = watcher.start()
     watcher.stop()
@@ -192,7 +192,7 @@ def test_outside_changes_are_still_noticed_after_the_agent_makes_a_2000_deep_tre
 
 
 def test_a_tree_too_deep_for_inotify_is_polled_from_the_start(tmp_path: Path, removes_deep_trees: None) -> None:
-    from agent.checkout.diagnostics import agent_checks
+    from agent.session.diagnostics import agent_checks
 
     root = tmp_path / "deep"
     folder = root
@@ -218,8 +218,8 @@ def test_the_agents_write_then_its_command_on_the_same_file_stay_the_agents(repo
     """A Write whose event is still waiting (debounce) when the agent's next command changes the same
     file is judged by content before the command runs, so neither counts as an outside change."""
     from agent.fs import atomic_write
-    from agent.checkout.sandbox import LocalRunner
-    from agent.checkout.watcher import WatchedRunner
+    from agent.sandbox.runner import LocalRunner
+    from agent.session.watched_runner import WatchedRunner
 
     seen: list[ExternalChange] = []
     watcher = RepoWatcher(repo, seen.append, debounce_s=30.0)  # the Write's event waits in the batch
@@ -246,8 +246,9 @@ def test_a_command_whose_events_arrive_late_stays_the_agents(repo: Path) -> None
     """On a loaded machine the observer can deliver a command's events after the grace has run out:
     the end of the command waits for a marker's event behind them (the observer keeps order), so they
     are still the agent's and undo is not refused."""
-    from agent.checkout.sandbox import LocalRunner
-    from agent.checkout.watcher import AGENT_GRACE_S, WatchedRunner
+    from agent.sandbox.runner import LocalRunner
+    from agent.undo.watcher import AGENT_GRACE_S
+    from agent.session.watched_runner import WatchedRunner
 
     seen: list[ExternalChange] = []
     watcher = RepoWatcher(repo, seen.append)

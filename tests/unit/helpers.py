@@ -5,7 +5,7 @@ from pathlib import Path
 from agent.core.approvals import AllowList, ApprovalDecision, ApprovalOrchestrator, ApprovalPolicy
 from agent.core.tools.changes import ChangeGate
 from agent.core.tools.readstate import ReadState
-from agent.checkout.sandbox import LocalRunner
+from agent.sandbox.runner import LocalRunner
 from agent.core.tools import ToolContext, default_tools
 from agent.core.tools.base import ShellState
 

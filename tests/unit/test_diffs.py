@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import agent.checkout.diffs as diffs
-from agent.checkout.diffs import apply_hunks, make_hunks, matching_blocks, split_lines, unified_diff
+import agent.diffs as diffs
+from agent.diffs import apply_hunks, make_hunks, matching_blocks, split_lines, unified_diff
 
 
 def difflib_groups(old: str, new: str) -> list[list[tuple[str, int, int, int, int]]]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.checkout.git_credentials import mask_text, mask_value, parse_config, render_config
+from agent.sandbox.credentials import mask_text, mask_value, parse_config, render_config
 
 TRICKY = [
     ("core.bare", "false"),

@@ -1,5 +1,5 @@
 """Tool results sized by a token budget (agent.core.output_budget) and cut Bash output saved for Read
-(agent.checkout.output_spool): the budget holds, the note names the exact call, and that call gets the rest."""
+(agent.sandbox.output_spool): the budget holds, the note names the exact call, and that call gets the rest."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agent.core.output_budget import CEILING_TOKENS, FLOOR_TOKENS, SECONDS_PER_RESULT, OutputBudget, budget_for, estimate_tokens
-from agent.checkout.output_spool import SavedOutputs
+from agent.sandbox.output_spool import SavedOutputs
 from tests.unit.helpers import call, make_ctx
 
 NOTE = re.compile(r'Read file_path="(?P<path>[^"]+)" offset=(?P<offset>\d+)')

@@ -1,4 +1,4 @@
-"""agent.checkout.runs_later: which changed files run code on the user's machine later (issue 28, item 3)."""
+"""agent.undo.runs_later: which changed files run code on the user's machine later (issue 28, item 3)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.checkout.runs_later import runs_later
+from agent.undo.runs_later import runs_later
 
 RUN_LATER = [
     "Makefile", "sub/GNUmakefile", "rules.mk", "CMakeLists.txt", "setup.py", "setup.cfg", "pyproject.toml",

@@ -8,8 +8,8 @@ import struct
 
 import pytest
 
-from agent.checkout.caps import DEFAULT_MAX_PROCESSES, GiB, MIN_MEMORY_BYTES, CapLimits, default_memory_bytes
-from agent.checkout.seccomp import (
+from agent.sandbox.caps import DEFAULT_MAX_PROCESSES, GiB, MIN_MEMORY_BYTES, CapLimits, default_memory_bytes
+from agent.sandbox.seccomp import (
     AUDIT_ARCH_AARCH64,
     AUDIT_ARCH_ARM,
     AUDIT_ARCH_I386,

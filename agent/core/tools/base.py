@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from agent.core.approvals import ApprovalOrchestrator
     from agent.core.tools.changes import ChangeGate
     from agent.core.tools.readstate import ReadState
-    from agent.checkout.sandbox import CommandRunner
-    from agent.checkout.output_spool import SavedOutputs
+    from agent.sandbox.runner import CommandRunner
+    from agent.sandbox.output_spool import SavedOutputs
 
 
 class ToolError(Exception):

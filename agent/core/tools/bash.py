@@ -6,8 +6,8 @@ from pydantic import Field
 
 from agent.core.approvals import Access, ApprovalDecision, BashApprovalRequest, CommandNeed
 from agent.core.output_budget import OutputBudget
-from agent.checkout.sandbox import CommandResult, SandboxError, tried_to_write
-from agent.checkout.output_spool import Spool
+from agent.sandbox.runner import CommandResult, SandboxError, tried_to_write
+from agent.sandbox.output_spool import Spool
 from agent.core.tools.base import Tool, ToolArgs, ToolContext, ToolError
 from agent.core.tools.paths import display_path
 
@@ -148,7 +148,7 @@ class BashTool(Tool[BashArgs]):
             return (output + "\n" if output else "") + result.stopped[:1].upper() + result.stopped[1:]
         if result.exit_code:
             output = (output + "\n" if output else "") + f"Exit code {result.exit_code}"
-        if result.capped:  # the kernel held a cap (agent.checkout.caps): the model should know why
+        if result.capped:  # the kernel held a cap (agent.sandbox.caps): the model should know why
             output = (output + "\n" if output else "") + result.capped[:1].upper() + result.capped[1:]
         return output or "(no output)"
 

@@ -8,9 +8,9 @@ from typing import Protocol
 
 from agent.fs import WriteObserver, atomic_write, encode_text
 from agent.core.approvals import ApprovalOrchestrator, EditApprovalRequest, EditNeed
-from agent.checkout.diffs import apply_hunks, make_hunks, unified_diff
+from agent.diffs import apply_hunks, make_hunks, unified_diff
 from agent.core.tools.readstate import ReadState
-from agent.checkout.runs_later import runs_later
+from agent.undo.runs_later import runs_later
 
 
 class AgentWriteObserver(WriteObserver, Protocol):

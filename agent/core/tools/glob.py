@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from agent.checkout.gitcmd import GitError, session_repo
+from agent.git import GitError, session_repo
 from agent.fs import is_git_dir_name
 from agent.core.tools.base import Tool, ToolArgs, ToolContext, ToolError
 from agent.core.tools.files import open_regular
@@ -27,7 +27,7 @@ def repo_files(root: Path) -> tuple[list[str], list[str]]:
     """Non-ignored files, relative to root, and the folders whose walk stopped at IGNORE_WALK_SECONDS.
 
     Git's own view, from the repository (or private journal) the session fixed when it started
-    (agent/checkout/gitcmd.py: never a `.git` found now, nothing a config names runs); a folder holding
+    (agent/git.py: never a `.git` found now, nothing a config names runs); a folder holding
     its own `.git` is walked here, since git does not look inside. Without a session: a
     .gitignore walk.
     """

@@ -61,7 +61,7 @@ class ReadTool(Tool[ReadArgs]):
     args_model = ReadArgs
 
     def run(self, args: ReadArgs, ctx: ToolContext) -> str:
-        # A Bash output ribbit saved (agent.checkout.output_spool) is the one thing Read reads outside the root.
+        # A Bash output ribbit saved (agent.sandbox.output_spool) is the one thing Read reads outside the root.
         saved = ctx.outputs.owns(args.file_path) if ctx.outputs is not None else None
         path = saved or resolve_in_root(ctx.root, args.file_path)
         shown = args.file_path if saved else display_path(ctx.root, path)

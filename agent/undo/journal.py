@@ -3,9 +3,9 @@
 Snapshots never touch the user's index, HEAD, branches or stash: the journal keeps its own index
 (a temporary file) and only adds objects and private refs. A folder that is not a git repository
 gets a private git dir (under the user's state folder) whose work tree is that folder, so the
-same code serves both. Every git call goes through agent/checkout/gitcmd.py (nothing a config names runs).
+same code serves both. Every git call goes through agent/git.py (nothing a config names runs).
 How the work tree becomes a tree object (exact bytes, no filters, nested repositories and
-unstorable paths handled, never failing on a path the agent made): agent/checkout/snapshot.py.
+unstorable paths handled, never failing on a path the agent made): agent/undo/worktree.py.
 
 Refs: `refs/ribbit/<session>/<n>` is snapshot n of a session (0 = its start);
 `refs/ribbit/<session>/undone/<n>` keeps a step that /undo took back (so it is never lost);
@@ -20,11 +20,9 @@ time with O_NOFOLLOW (agent/fs.py), so nothing is written through a link or into
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
-import stat
 import tempfile
 import threading
 import weakref
@@ -33,8 +31,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from agent.fs import TEMP_SUFFIX, ApplyError, WriteObserver, atomic_symlink, atomic_write, remove_empty_dir, remove_file
-from agent.checkout.gitcmd import (
+from agent.fs import READ_FLAGS, TEMP_SUFFIX, WriteObserver, open_dir_confined, remove_file
+from agent.git import (
     GitError,
     GitRepo,
     find_repository,
@@ -43,9 +41,10 @@ from agent.checkout.gitcmd import (
     remember_session_repo,
     shown,
 )
-from agent.checkout.ignored import OutsideChanges
-from agent.checkout.snapshot import Blocked, TreeEntry, WorkTreeIndex
-from agent.fs import DIR_FLAGS, READ_FLAGS, open_dir_confined
+from agent.undo.ignored import OutsideChanges
+from agent.undo import restore
+from agent.undo.restore import DiskState
+from agent.undo.worktree import TreeEntry, WorkTreeIndex
 from agent.paths import new_session_id, private_git_dir
 
 RIBBIT_IDENTITY = {
@@ -95,10 +94,6 @@ class SessionInfo(BaseModel):
     steps: int  # snapshots after the start (steps that changed files)
     files: list[str]  # paths that differ between the session's start and its last snapshot
     reverted: bool
-
-
-# What is on disk at a path: a tree entry, nothing, a folder, something else, or no way there.
-DiskState = TreeEntry | None | Blocked | str  # str: "folder" | "special"
 
 
 def journal_kind(root: Path) -> str:
@@ -271,7 +266,7 @@ class Journal:
             if rel in index._known or rel in index.ignored.pinned:
                 return
             index.ignored.pin(rel)
-            found = self._disk_state(rel)
+            found = restore.disk_state(self.top, rel, self.object_format)
             if not self.snapshots or not isinstance(found, TreeEntry):
                 return  # nothing there yet: undo removes what the write makes
             tip = self.snapshots[-1]
@@ -289,7 +284,7 @@ class Journal:
             self.snapshots[-1] = commit
 
     def _hash_into_store(self, rel: str) -> None:
-        """Write a file's exact bytes to the object store (its id is what `_disk_state` computed)."""
+        """Write a file's exact bytes to the object store (its id is what `restore.disk_state` computed)."""
         parent, _, name = rel.rpartition("/")
         dir_fd = open_dir_confined(self.top, parent) if parent else os.open(self.top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
@@ -431,7 +426,7 @@ class Journal:
 
     def disk_state(self, rel: str) -> DiskState:
         """What is on disk at a root-relative path, reached without following links."""
-        return self._disk_state(self._from_root(rel))
+        return restore.disk_state(self.top, self._from_root(rel), self.object_format)
 
     def sweep_temp_files(self) -> list[str]:
         """Remove `*.ribbit-tmp` files a killed ribbit left behind; returns their paths."""
@@ -512,16 +507,22 @@ class Journal:
             raise JournalError(f"cannot read the files to undo {label}: {_one_line(exc)}") from None
         others = {self._from_root(p) for p in foreign}
         # Files too large to hash keep their earlier entry in `now`: the scan's own list names them.
-        unrecorded, lost, not_restored = self._too_large(target, dict(self._worktree.unrecorded), before, others)
+        place = self._place()
+        unrecorded, lost, not_restored = restore.too_large(
+            place, self._unrecorded(target), dict(self._worktree.unrecorded), before, others,
+        )
         paths = sorted(
             p for p in set(before) | set(now) | set(unrecorded)
             if self._in_scope(p) and (before.get(p) != now.get(p) or p in unrecorded) and p not in others and p not in lost
         )
-        plan = _UndoPlan(self, before, now, paths, observer, expected=unrecorded)
+        plan = restore.UndoPlan(place, before, now, paths, observer, expected=unrecorded)
         problem = plan.check({self._from_root(p) for p in mixed})
         if problem:
             raise JournalError(f"cannot undo: {problem}; nothing was restored")
-        restored, deleted = plan.run()
+        try:
+            restored, deleted = plan.run()
+        except restore.RestoreError as exc:
+            raise JournalError(str(exc)) from None
         self._pending = None
         return UndoResult(
             session_id=self.session_id, undone=label,
@@ -630,58 +631,24 @@ class Journal:
             meta = self._meta(commit)
             foreign |= {self._from_root(p) for p in meta.get("foreign", [])}
             mixed |= {self._from_root(p) for p in meta.get("mixed", [])}
-        # Files too large to record: the latest snapshot says what the disk must still show (an older step's
-        # entry is superseded by what the latest holds); put back from the target where it has them,
-        # removed where they did not exist then.
-        unrecorded, lost, not_restored = self._too_large(target, self._unrecorded(latest), before, foreign)
-        paths = [p for p in paths if p not in lost]
-        candidates = sorted(set(paths) | set(unrecorded))
-        environments = _new_environments(before, after)
-        if environments:
-            # `mv .venv venv2`: the environment's old name was never journaled (environments are left
-            # outside), so undo cannot bring it back; removing venv2 would leave the user with none.
-            inside = {p for p in candidates if p not in before and any(p.startswith(e + "/") for e in environments)}
-            candidates = [p for p in candidates if p not in inside]
-            for p in inside:
-                unrecorded.pop(p, None)
-            not_restored += [(self._display(e) + "/", "a Python environment this step made (perhaps moved from a name "
-                              "undo does not hold): left in place, remove it yourself if unwanted") for e in environments]
-        plan = _UndoPlan(self, before, after, [p for p in candidates if p not in foreign], observer, expected=unrecorded)
-        problem = plan.check(mixed)
-        if problem:
-            raise JournalError(f"cannot undo: {problem}; nothing was restored")
-        restored, deleted = plan.run()
-        kept = [self._display(p) for p in paths if p in foreign]
+        try:
+            done = restore.restore(
+                self._place(), before, after, paths, unrecorded_target=self._unrecorded(target),
+                unrecorded_latest=self._unrecorded(latest), foreign=foreign, mixed=mixed, observer=observer,
+            )
+        except restore.RestoreError as exc:
+            raise JournalError(str(exc)) from None
         return UndoResult(
-            session_id=session_id or self.session_id, undone=undone,
-            restored=[self._display(p) for p in restored], deleted=[self._display(p) for p in deleted], kept=kept,
-            not_restored=not_restored,
+            session_id=session_id or self.session_id, undone=undone, restored=done.restored, deleted=done.deleted,
+            kept=done.kept, not_restored=done.not_restored,
         )
 
-    def _too_large(
-        self, target: str, now: dict[str, tuple[int, int]], before: dict[str, TreeEntry], foreign: set[str],
-    ) -> tuple[dict[str, tuple[int, int]], list[str], list[tuple[str, str]]]:
-        """For an undo back to `target`, given the files too large to record as the undone state has them
-        (`now`: path -> (size, mtime_ns), what the disk must still show): those undo puts back or removes,
-        those it cannot put back (too large already at the target and changed or gone since), and what
-        the user is told of them."""
-        unrecorded = dict(now)
-        lost: list[str] = []
-        for p, then in self._unrecorded(target).items():
-            if p in foreign or not self._in_scope(p):
-                continue
-            if unrecorded.get(p) != then:
-                lost.append(p)
-            unrecorded.pop(p, None)
-        not_restored = [(self._display(p), "too large to record; no earlier copy in the journal") for p in sorted(lost)]
-        if lost:
-            # Its bytes may be in a file the step made (`mv data.csv x.csv`): such a file is left, not removed.
-            for p in sorted(q for q in unrecorded if q not in before):
-                del unrecorded[p]
-                not_restored.append((self._display(p), "too large to record; left in place: it may hold what was lost"))
-        for p in [q for q in unrecorded if q in foreign or not self._in_scope(q)]:
-            del unrecorded[p]
-        return unrecorded, lost, not_restored
+    def _place(self) -> restore.Place:
+        """What the restore needs of this journal."""
+        return restore.Place(
+            top=self.top, root=self.root, object_format=self.object_format, display=self._display,
+            in_scope=self._in_scope, read_blob=self._blob,
+        )
 
     def _unrecorded(self, commit: str) -> dict[str, tuple[int, int]]:
         """The top-relative files a snapshot could not record, with (size, mtime_ns) as they were."""
@@ -691,109 +658,9 @@ class Journal:
                 found[self._from_root(p)] = (int(st[0]), int(st[1]))
         return found
 
-    def _disk_state(self, rel: str) -> DiskState:
-        """What is on disk at a top-relative path, reached one folder at a time without links."""
-        parts = rel.split("/")
-        try:
-            fd = os.open(self.top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError:
-            return Blocked(".", "unreadable")
-        try:
-            for i, part in enumerate(parts[:-1]):
-                try:
-                    next_fd = os.open(part, DIR_FLAGS, dir_fd=fd)
-                except FileNotFoundError:
-                    return None
-                except OSError as exc:
-                    return Blocked("/".join(parts[: i + 1]), _blocking_kind(fd, part, exc))
-                os.close(fd)
-                fd = next_fd
-            name = parts[-1]
-            try:
-                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except FileNotFoundError:
-                return None
-            except OSError:
-                return Blocked(rel, "unreadable")
-            if stat.S_ISLNK(st.st_mode):
-                return TreeEntry("120000", self.blob_id(os.readlink(os.fsencode(name), dir_fd=fd)))
-            if stat.S_ISDIR(st.st_mode):
-                return "folder"
-            if not stat.S_ISREG(st.st_mode):
-                return "special"
-            try:
-                handle = os.open(name, READ_FLAGS, dir_fd=fd)
-            except OSError:
-                return Blocked(rel, "unreadable")
-            try:
-                fst = os.fstat(handle)
-                if not stat.S_ISREG(fst.st_mode):
-                    return "special"
-                return TreeEntry("100755" if fst.st_mode & stat.S_IXUSR else "100644", self._object_id_of_fd(handle, fst.st_size))
-            finally:
-                os.close(handle)
-        finally:
-            os.close(fd)
-
-    def _stat_is(self, rel: str, expected: tuple[int, int]) -> bool:
-        """Whether a top-relative path is a regular file with this (size, mtime_ns), reached without links."""
-        parent, _, name = rel.rpartition("/")
-        try:
-            fd = open_dir_confined(self.top, parent) if parent else os.open(self.top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError:
-            return False
-        try:
-            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        except OSError:
-            return False
-        finally:
-            os.close(fd)
-        return stat.S_ISREG(st.st_mode) and (st.st_size, st.st_mtime_ns) == expected
-
-    def _files_under(self, rel: str) -> list[str] | Blocked:
-        """Every non-folder entry under a top-relative folder, found without following links."""
-        found: list[str] = []
-        try:
-            fd = open_dir_confined(self.top, rel)
-        except OSError:
-            return Blocked(rel, "unreadable")
-        stack = [(rel, fd)]
-        try:
-            while stack:
-                folder, dir_fd = stack.pop()
-                try:
-                    entries = list(os.scandir(dir_fd))
-                    for entry in entries:
-                        path = f"{folder}/{entry.name}"
-                        if entry.is_dir(follow_symlinks=False):
-                            stack.append((path, os.open(entry.name, DIR_FLAGS, dir_fd=dir_fd)))
-                        else:
-                            found.append(path)
-                except OSError:
-                    return Blocked(folder, "unreadable")
-                finally:
-                    os.close(dir_fd)
-        finally:
-            for _folder, dir_fd in stack:
-                os.close(dir_fd)
-        return found
-
     def blob_id(self, data: bytes) -> str:
         """The object id git gives a blob holding `data` (sha1 or sha256, as the repository uses)."""
-        digest = hashlib.new(self.object_format)
-        digest.update(b"blob %d\0" % len(data))
-        digest.update(data)
-        return digest.hexdigest()
-
-    def _object_id_of_fd(self, fd: int, size: int) -> str:
-        """Streamed, so a huge file costs no memory; a file still growing gets an id nothing matches."""
-        digest = hashlib.new(self.object_format)
-        digest.update(b"blob %d\0" % size)
-        total = 0
-        while total <= size and (chunk := os.read(fd, 1 << 20)):
-            digest.update(chunk)
-            total += len(chunk)
-        return digest.hexdigest() if total == size else "changing"
+        return restore.blob_id(data, self.object_format)
 
     # -- git plumbing ---------------------------------------------------------------------------
 
@@ -913,148 +780,5 @@ def open_journals(root: Path) -> list[Journal]:
     return journals
 
 
-def _new_environments(before: dict[str, TreeEntry], after: dict[str, TreeEntry]) -> list[str]:
-    """Folders that appeared whole between two snapshots as a Python virtualenv (pyvenv.cfg and an
-    activate script). A folder that held anything before is not one: planting a pyvenv.cfg in the
-    user's folder must not keep undo from putting it back."""
-    found = [p.rpartition("/")[0] for p in after if p.endswith("/pyvenv.cfg") and p not in before]
-    found = [e for e in found if f"{e}/bin/activate" in after or f"{e}/Scripts/activate" in after]
-    return sorted(e for e in found if not any(p.startswith(e + "/") for p in before))
-
-
-class _UndoPlan:
-    """Checks every path an undo touches against the disk first, then carries it out."""
-
-    def __init__(
-        self, journal: Journal, before: dict[str, TreeEntry], after: dict[str, TreeEntry], paths: list[str],
-        observer: WriteObserver | None = None, expected: dict[str, tuple[int, int]] | None = None,
-    ) -> None:
-        self.journal = journal
-        self.observer = observer
-        # Paths a step could not record: the disk must still show them with this (size, mtime_ns).
-        self.expected = expected or {}
-        self.before = before  # the state undo goes back to
-        self.after = after  # the state undo takes back (what the disk must still show)
-        self.paths = [p for p in paths if before.get(p, _NO_ENTRY).mode != "160000" and after.get(p, _NO_ENTRY).mode != "160000"]
-        self.removals: list[str] = []  # files and links the agent made, to delete
-        self.folders: list[str] = []  # folders in the way of a file to put back (emptied first)
-        self.writes: list[tuple[str, TreeEntry]] = []
-
-    def check(self, mixed: set[str]) -> str | None:
-        """The first reason the undo would lose someone's work (None: safe to go ahead)."""
-        display = self.journal._display
-        conflicts = sorted(p for p in self.paths if p in mixed)
-        states = {
-            rel: (_AS_LEFT if self.journal._stat_is(rel, self.expected[rel]) else "changed")
-            if rel in self.expected else self.journal._disk_state(rel)
-            for rel in self.paths
-        }
-        for rel, now in states.items():
-            if rel in self.expected:
-                if now is not _AS_LEFT:
-                    conflicts.append(rel)
-                continue
-            had = self.after.get(rel)
-            if isinstance(now, Blocked):
-                now = None  # nothing of ours is at that path: through a link it is not in the tree
-            if now != had and not (now == "folder" and had is None):
-                conflicts.append(rel)
-        if conflicts:
-            conflicts = sorted(set(conflicts))
-            names = ", ".join(shown(display(p)) for p in conflicts[:5]) + (" ..." if len(conflicts) > 5 else "")
-            return f"{names} changed after the agent's change (by you or another program)"
-        removable = {rel for rel in self.paths if rel not in self.before and states[rel] not in (None, "folder") and not isinstance(states[rel], Blocked)}
-        for rel in sorted(self.paths):
-            want, now = self.before.get(rel), states[rel]
-            if want is None:
-                if rel in removable:
-                    self.removals.append(rel)
-                continue
-            if isinstance(now, Blocked):
-                if now.at not in removable:
-                    return f"{shown(display(now.at))} is {now.kind} now, where undo must put back {shown(display(rel))}"
-            elif now == "folder":
-                inside = self.journal._files_under(rel)
-                if isinstance(inside, Blocked):
-                    return f"cannot read {shown(display(inside.at))}, where undo must put back {shown(display(rel))}"
-                strays = [p for p in inside if p not in removable]
-                if strays:
-                    return (
-                        f"{shown(display(strays[0]))} is not the agent's (undo would have to remove the folder "
-                        f"{shown(display(rel))} to put that file back)"
-                    )
-                self.folders.append(rel)
-            self.writes.append((rel, want))
-        return None
-
-    def run(self) -> tuple[list[str], list[str]]:
-        """Delete what the agent made, clear folders in the way, write the earlier files back."""
-        top = self.journal.top
-        restored: list[str] = []
-        deleted: list[str] = []
-        current = ""
-        try:
-            for rel in self.removals:
-                current = rel
-                remove_file(top / rel, self.observer)
-                deleted.append(rel)
-            for rel in sorted(self.folders, key=lambda p: -p.count("/")):
-                current = rel
-                _remove_empty_tree(top / rel)
-            for rel in deleted:
-                self._prune(top / rel)
-            for rel, entry in self.writes:
-                current = rel
-                data = self.journal._blob(entry.sha)
-                if entry.mode == "120000":
-                    atomic_symlink(top / rel, os.fsdecode(data))
-                else:
-                    atomic_write(top / rel, data, allow_binary=True, executable=entry.mode == "100755", observer=self.observer)
-                restored.append(rel)
-        except (OSError, GitError) as exc:
-            what = exc.strerror if isinstance(exc, OSError) and not isinstance(exc, ApplyError) and exc.strerror else str(exc)
-            done = f" (already restored: {', '.join(shown(self.journal._display(p)) for p in restored + deleted)})" if restored or deleted else ""
-            raise JournalError(f"cannot restore {shown(self.journal._display(current))}: {_one_line_text(what)}{done}") from None
-        return restored, deleted
-
-    def _prune(self, path: Path) -> None:
-        folder = path.parent
-        root = self.journal.root
-        while folder != root and folder.is_relative_to(root):
-            if not remove_empty_dir(folder):
-                return
-            folder = folder.parent
-
-
-_NO_ENTRY = TreeEntry("", "")
-_AS_LEFT = TreeEntry("as the step left it", "")  # an unrecorded file the disk still shows unchanged
-
-
-def _remove_empty_tree(path: Path) -> None:
-    """Remove a folder whose only content is empty folders (its files are already gone)."""
-    for folder, dirs, files in os.walk(path, topdown=False, followlinks=False):
-        if files:
-            raise ApplyError(f"refusing to remove {folder}: it is not empty")
-        for name in dirs:
-            if not remove_empty_dir(Path(folder) / name):
-                raise ApplyError(f"refusing to remove {Path(folder) / name}: it is not empty")
-    if not remove_empty_dir(path):
-        raise ApplyError(f"refusing to remove {path}: it is not empty")
-
-
-def _blocking_kind(fd: int, part: str, exc: OSError) -> str:
-    try:
-        st = os.stat(part, dir_fd=fd, follow_symlinks=False)
-    except OSError:
-        return "unreadable"
-    if stat.S_ISLNK(st.st_mode):
-        return "a link"
-    return "a file" if stat.S_ISREG(st.st_mode) else "not a folder"
-
-
 def _one_line(exc: BaseException) -> str:
     return one_line(str(exc))
-
-
-def _one_line_text(text: str) -> str:
-    return one_line(text)

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+
 
 from pydantic import BaseModel
 from watchdog.events import (
@@ -40,10 +40,7 @@ from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserverVFS
 
 from agent.fs import CREATE_FLAGS, TEMP_SUFFIX, open_regular
-from agent.checkout.sandbox import Access, CommandResult, CommandRunner
 
-if TYPE_CHECKING:
-    from agent.checkout.output_spool import Spool
 
 DEBOUNCE_S = 0.15  # a burst (editor save, git checkout) is reported once it has been quiet this long
 MAX_DELAY_S = 1.0  # ... or at the latest this long after its first event
@@ -133,7 +130,7 @@ class RepoWatcher:
         self.root = root.resolve()
         self.on_change = on_change
         self.is_ignored = is_ignored or (lambda rels: set())
-        # Of the ignored paths, those the undo journal does not record (agent.checkout.ignored): the rest
+        # Of the ignored paths, those the undo journal does not record (agent.undo.ignored): the rest
         # are journaled, so who changed them matters to undo, but they are not announced to the user.
         self.is_unrecorded = is_unrecorded or (lambda rels: set(rels))
         self.debounce_s = debounce_s
@@ -466,28 +463,6 @@ class RepoWatcher:
             if entry.is_dir(follow_symlinks=False) and self._ignored_dirs.get(self._rel(entry.path) or "", False):
                 continue
             yield entry
-
-
-class WatchedRunner:
-    """A CommandRunner whose commands the watcher attributes to the agent."""
-
-    def __init__(self, inner: CommandRunner, watcher: RepoWatcher) -> None:
-        self.inner = inner
-        self.watcher = watcher
-        self.name = inner.name
-        self.sandboxed = inner.sandboxed
-
-    def run(
-        self, command: str, cwd: Path, timeout: float, cancel: threading.Event, access: Access = "read-write",
-        spool: Spool | None = None,
-    ) -> CommandResult:
-        with self.watcher.agent_running():
-            if spool is None:
-                return self.inner.run(command, cwd, timeout, cancel, access=access)
-            return self.inner.run(command, cwd, timeout, cancel, access=access, spool=spool)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def _sha_of(path: Path) -> str | None:

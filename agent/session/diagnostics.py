@@ -15,9 +15,9 @@ class Check(BaseModel):
 
 def agent_checks(root: Path, model_bytes: int = 0) -> list[Check]:
     """`model_bytes`: what the configured model would keep resident (the default memory cap leaves it room)."""
-    from agent.checkout.journal import journal_kind
-    from agent.checkout.sandbox import sandbox_available
-    from agent.checkout.watcher import count_dirs, inotify_watch_limit
+    from agent.undo.journal import journal_kind
+    from agent.sandbox.runner import sandbox_available
+    from agent.undo.watcher import count_dirs, inotify_watch_limit
 
     checks = place_checks(root)
     if not checks[0].ok:
@@ -31,7 +31,7 @@ def agent_checks(root: Path, model_bytes: int = 0) -> list[Check]:
     checks += sandbox_checks(root, ok)
     checks.append(caps_check(model_bytes))
     # Says which journal is in use without creating a private one.
-    from agent.checkout.ignored import IGNORED_BYTES_BUDGET, IGNORED_FILES_BUDGET
+    from agent.undo.ignored import IGNORED_BYTES_BUDGET, IGNORED_FILES_BUDGET
 
     checks.append(Check(
         name="undo journal", ok=root.is_dir(),
@@ -75,8 +75,9 @@ def sandbox_checks(root: Path, sandbox_ok: bool) -> list[Check]:
     """What a sandboxed command may write, what it cannot see, what it gets from ribbit's environment."""
     import os
 
-    from agent.checkout.sandbox import BwrapRunner, bwrap_works
-    from agent.checkout.sandbox_config import SandboxConfigError, config_path, hidden_paths, load_settings, sandbox_env
+    from agent.sandbox.bwrap import bwrap_works
+    from agent.sandbox.runner import BwrapRunner
+    from agent.sandbox.config import SandboxConfigError, config_path, hidden_paths, load_settings, sandbox_env
 
     path = _home_short(config_path())
     try:
@@ -128,7 +129,7 @@ def sandbox_checks(root: Path, sandbox_ok: bool) -> list[Check]:
         name="sandbox env", ok=True, detail=" ".join(env_names) + " (values not shown; nothing else is passed)",
     ))
     if root.is_dir():
-        from agent.checkout.sandbox import WriteQuota
+        from agent.sandbox.runner import WriteQuota
 
         checks.append(Check(
             name="write quota", ok=True,
@@ -140,8 +141,8 @@ def sandbox_checks(root: Path, sandbox_ok: bool) -> list[Check]:
 def caps_check(model_bytes: int) -> Check:
     """The memory and process caps every command runs under, and how this machine holds them (a cgroup
     is made and removed to find out)."""
-    from agent.checkout.caps import DESKTOP_AT_LEAST, DESKTOP_SHARE, CapLimits, CommandCaps, cgroups_wanted, memory_text, memory_total
-    from agent.checkout.sandbox_config import SandboxConfigError, load_settings
+    from agent.sandbox.caps import DESKTOP_AT_LEAST, DESKTOP_SHARE, CapLimits, CommandCaps, cgroups_wanted, memory_text, memory_total
+    from agent.sandbox.config import SandboxConfigError, load_settings
 
     try:
         settings = load_settings()
@@ -169,7 +170,7 @@ def _probe(runner: object, root: Path) -> str:
     """Run `true` in the real layout, read-only (nothing is made in the folder); '' when it works."""
     import threading
 
-    from agent.checkout.sandbox import BwrapRunner
+    from agent.sandbox.runner import BwrapRunner
 
     assert isinstance(runner, BwrapRunner)
     result = runner.run("true", root, 20, threading.Event(), access="read-only")

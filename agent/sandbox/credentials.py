@@ -32,7 +32,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.checkout.gitcmd import GitError, run_git, session_repo
+from agent.git import GitError, run_git, session_repo
 
 MASK = "***"
 MAX_FILES = 200  # config files followed through includes and submodules, per command

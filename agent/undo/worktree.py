@@ -31,8 +31,8 @@ from pathlib import Path
 
 from agent.fs import DIR_FLAGS, READ_FLAGS, drop_bits, open_dir_confined, open_regular, unsafe_bits
 from agent.fs import TEMP_SUFFIX
-from agent.checkout.ignored import IgnoredFiles
-from agent.checkout.gitcmd import GitError, GitRepo, run_git, shown, unstorable_reason
+from agent.undo.ignored import IgnoredFiles
+from agent.git import GitError, GitRepo, run_git, shown, unstorable_reason
 from agent.fs import is_git_dir_name
 from agent.glob_pattern import IGNORE_READ_LIMIT, IGNORE_WALK_SECONDS, IgnoreRules, ignore_rules, ignored_by
 
@@ -590,7 +590,7 @@ def _walk_nested(
     """Files under a folder git treats as another repository: the journal records them itself
     (`.git` entries never). What its .gitignore files hide (matched as git does, each match in linear
     time) comes third, as git's own listing of ignored paths has it (`dir/` for a folder): the
-    ignored-file budget decides (agent.checkout.ignored). Past `deadline` (time.monotonic) the folders
+    ignored-file budget decides (agent.undo.ignored). Past `deadline` (time.monotonic) the folders
     not walked yet are named instead: files recorded before stay recorded, new ones there wait for a
     later snapshot."""
     files: list[str] = []

@@ -3,7 +3,7 @@
 Not in the repository (it would be litter in the user's tree, in `git status` and in the undo journal,
 and a later command could rewrite it under the model's feet) and not in `.git`: in ribbit's own state
 folder, `$XDG_STATE_HOME/ribbit/outputs/<session>/`, which every sandboxed command sees as an empty
-folder (agent.checkout.sandbox hides ribbit's state). Folders are 0700, files 0600, created with O_EXCL and
+folder (agent.sandbox.runner hides ribbit's state). Folders are 0700, files 0600, created with O_EXCL and
 O_NOFOLLOW by ribbit alone. Read reads these files, and only these, outside the repository: a path
 is accepted when it resolves to a regular file directly in this session's folder with a name ribbit
 gave (`bash-N.txt`).

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.fs import is_git_dir_name
-from agent.checkout.runs_later import ENVIRONMENT_FOLDERS, is_environment_folder
+from agent.undo.runs_later import ENVIRONMENT_FOLDERS, is_environment_folder
 from agent.fs import ALWAYS_UNSAFE, DIR_FLAGS, drop_bits, open_dir_confined
 
 # Tools' caches: journaled like any ignored file (a planted .pyc runs like the source it stands for), but

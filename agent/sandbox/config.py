@@ -26,10 +26,14 @@ import stat
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.paths import config_home, home_dir
+
+# What a command may do to the repository: plan mode and read-only commands get "read-only".
+Access = Literal["read-only", "read-write"]
 
 # Variables that tests, build tools and toolchains need; nothing that usually carries a secret.
 # `LC_ALL` is folded into LANG and LC_MESSAGES is pinned to C below (see sandbox_env).
@@ -90,7 +94,7 @@ class SandboxSettings(BaseModel):
     shm_size_mb: int = Field(256, ge=1, le=1 << 20)
     # What a session may write to the repository's disk (MiB; 0: no quota); unset: half the free space.
     write_quota_mb: int | None = Field(None, ge=0, le=1 << 30)
-    # Caps for each command (agent.checkout.caps; 0: none); unset memory_mb: RAM less the model and the desktop.
+    # Caps for each command (agent.sandbox.caps; 0: none); unset memory_mb: RAM less the model and the desktop.
     memory_mb: int | None = Field(None, ge=0, le=1 << 30)
     max_processes: int | None = Field(None, ge=0, le=1 << 22)
 
