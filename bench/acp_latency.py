@@ -7,7 +7,8 @@ Each round, alternately:
   stderr, run_interruptibly's worker thread); the system prompt preloaded first, as the TUI and `ribbit acp` do.
 - acp: `python -m app.cli acp` on pipes, initialize, session/new, a wait until the process is idle (its model
   loaded, its system prompt preloaded), then session/prompt; times are taken where an editor would see them (the bytes read from its stdout).
-Both at temperature 0 on the same task in the same fixture repository, so both write the same first turn.
+Both at temperature 0 and the same --threads, on the same task in the same fixture repository, so both
+write the same first turn.
 Figures: time from the prompt to the first chunk (text or thought), and per-token time over the first
 turn (from the first chunk to the turn's usage, over its completion tokens less one). The turn is then
 cancelled. Medians, and acp / run.
@@ -43,13 +44,13 @@ def fixture_repo(parent: Path) -> Path:
 Round = tuple[float, float, int, str]  # seconds to the first chunk, seconds of the first turn's stream, tokens, text
 
 
-def run_round(model_spec: str, repo: Path) -> Round:
+def run_round(model_spec: str, repo: Path, threads: int) -> Round:
     """Through the session API, as `ribbit run` drives it."""
     from agent.session import Limits, RejectAll, open_workspace, run_interruptibly
     from app.run import ProgressPrinter
     from models.spec import EngineOptions, load_model, set_engine_options
 
-    set_engine_options(EngineOptions(temperature=0.0))
+    set_engine_options(EngineOptions(temperature=0.0, threads=threads))
     model = load_model(model_spec, context=8192)
     marks: dict[str, float] = {}
     tokens = [0]
@@ -80,11 +81,12 @@ def run_round(model_spec: str, repo: Path) -> Round:
     return marks["first"] - start, marks["usage"] - marks["first"], tokens[0], "".join(text)
 
 
-def acp_round(model_spec: str, repo: Path, settle: float) -> Round:
+def acp_round(model_spec: str, repo: Path, settle: float, threads: int) -> Round:
     """Through `ribbit acp`, timed where an editor reads it; tokens are not reported on the wire (0)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     process = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "acp", "--model", model_spec, "--temperature", "0", "--context", "8192"],
+        [sys.executable, "-m", "app.cli", "acp", "--model", model_spec, "--temperature", "0", "--context", "8192",
+         "--threads", str(threads)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT, env=env,
     )
     assert process.stdin is not None and process.stdout is not None
@@ -153,6 +155,9 @@ def main() -> int:
     parser.add_argument("--model", default="default")
     parser.add_argument("--settle", type=float, default=2.0, help="seconds to wait at least before waiting for the "
                         "agent to go idle (its preload done)")
+    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
+                        help="llama.cpp threads on both sides (default: this machine's CPUs): the thread count ribbit "
+                             "measures from other programs' load would otherwise differ between the two by chance")
     args = parser.parse_args()
     first: dict[str, list[float]] = {"run": [], "acp": []}
     per_token: dict[str, list[float]] = {"run": [], "acp": []}
@@ -162,7 +167,8 @@ def main() -> int:
             for side in (("run", "acp") if n % 2 == 0 else ("acp", "run")):
                 with tempfile.TemporaryDirectory(dir=temp) as folder:
                     repo = fixture_repo(Path(folder))
-                    got[side] = run_round(args.model, repo) if side == "run" else acp_round(args.model, repo, args.settle)
+                    got[side] = (run_round(args.model, repo, args.threads) if side == "run"
+                                 else acp_round(args.model, repo, args.settle, args.threads))
             tokens = got["run"][2]  # greedy: the same first turn both ways (checked on its text)
             same = got["run"][3].strip() == got["acp"][3].strip()
             for side, row in got.items():
