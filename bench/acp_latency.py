@@ -163,14 +163,13 @@ def main() -> int:
     first: dict[str, list[float]] = {"run": [], "acp": []}
     per_token: dict[str, list[float]] = {"run": [], "acp": []}
     with tempfile.TemporaryDirectory() as temp:
+        os.environ["XDG_STATE_HOME"] = str(Path(temp) / "state")  # the sessions it saves: not in the user's folder
         for n in range(args.rounds):
             got: dict[str, Round] = {}
             for side in (("run", "acp") if n % 2 == 0 else ("acp", "run")):
-                # The same path each time (the system prompt names the folder) and a state folder of its own
-                # (no saved session or allowed prefix carried over, nothing left in the user's).
+                # The same path each time: the system prompt names the folder.
                 shutil.rmtree(Path(temp) / "repo", ignore_errors=True)
                 repo = fixture_repo(Path(temp))
-                os.environ["XDG_STATE_HOME"] = str(Path(temp) / f"state-{n}-{side}")
                 got[side] = (run_round(args.model, repo, args.threads) if side == "run"
                              else acp_round(args.model, repo, args.settle, args.threads))
             tokens = got["run"][2]  # greedy: the same first turn both ways (checked on its text)

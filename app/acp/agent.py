@@ -45,7 +45,7 @@ from agent.session import (
     open_workspace,
     outside_git,
 )
-from app.acp.session import AcpSession, ModelTurns
+from app.acp.session import AcpSession, ModelTurns, Notify
 from app.acp.updates import history_updates
 from app.visible import visible
 from models.base import ChatModel, ModelError
@@ -73,8 +73,9 @@ def modes_state(current: str) -> SessionModeState:
 
 
 class RibbitAgent:
-    def __init__(self, args: argparse.Namespace, model: Future[ChatModel], version: str) -> None:
+    def __init__(self, args: argparse.Namespace, model: Future[ChatModel], version: str, notify: Notify) -> None:
         self.args = args
+        self.notify = notify  # writes a notification at once, from any thread (StdioTransport.write)
         self.model_future = model
         self.version = version
         self.turns = ModelTurns()
@@ -121,10 +122,9 @@ class RibbitAgent:
         workspace = session.workspace
         assert workspace is not None
         session.confirm_folder = None  # the folder was agreed to when the session began
-        session.start()
+        session.start(now=True)
         for update in history_updates(workspace.conversation(), session.calls):
-            session.queue.put_nowait(update)
-        await session.flush()  # the whole history before the reply, as the protocol asks
+            session.push(update)  # the whole history before the reply, as the protocol asks
         session.preload()
         return LoadSessionResponse(modes=modes_state(workspace.mode))
 
@@ -184,7 +184,7 @@ class RibbitAgent:
         except SetupError as exc:
             raise refusal(str(exc)) from None
         model = await self.model()
-        session = AcpSession(self.client, asyncio.get_running_loop(), self.turns, root)
+        session = AcpSession(self.client, self.notify, asyncio.get_running_loop(), self.turns, root)
         args = self.args
         limits = Limits(context=args.context, tool_output_tokens=args.tool_output_tokens)
 

@@ -82,15 +82,15 @@ async def serve(args: argparse.Namespace, source: BinaryIO, sink: BinaryIO, vers
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         with suppress(ValueError, NotImplementedError, RuntimeError):
             loop.add_signal_handler(signum, transport.end)
-    agent = RibbitAgent(args, model, version)
+    agent = RibbitAgent(args, model, version, transport.write)
     conn = AgentSideConnection(agent, transport, listening=False)  # type: ignore[arg-type]  # a structural Agent
     try:
         await conn.listen()
     finally:
         await asyncio.to_thread(agent.close)  # the agent threads stop; every journal step is whole
         await conn.close()
-        with suppress(Exception):
-            (await asyncio.wrap_future(model)).close()
+        if model.done() and model.exception() is None:  # one still loading is left to the process's exit
+            model.result().close()
 
 
 def acp_main(args: argparse.Namespace, version: str = "unknown") -> int:

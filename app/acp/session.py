@@ -1,14 +1,17 @@
 """One editor session: a Workspace (agent.session) driven from the connection's event loop.
 
-Threads: the agent runs in a worker thread (as in the TUI); its events and questions come back through
-the loop. Events go into one queue that a pump task sends in order, coalescing text deltas that pile up;
-a question first lets the pump send everything before it (the tool call it is about), then asks the editor
-and hands the answer to the waiting agent thread through a Future (as the TUI's approver does).
+Threads: the agent runs in a worker thread (as in the TUI). Its events become session updates written
+right there, on the thread that emits them (the workspace already serialises its emitters), as `ribbit run`
+prints its progress: no hop through the event loop per token, whose wake-ups cost a scheduler slice each on
+a loaded 2-core machine. Before the editor knows the session's id, updates wait in a backlog. A question
+goes to the loop, which asks the editor and hands the answer to the waiting agent thread through a Future
+(as the TUI's approver does); the tool call it is about was written before it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -18,7 +21,16 @@ from typing import Any, TypeVar
 from acp import helpers
 from acp.exceptions import RequestError
 from acp.interfaces import Client
-from acp.schema import PermissionOption, PromptResponse, StopReason, TextContentBlock, ToolCallUpdate
+from acp.meta import CLIENT_METHODS
+from acp.schema import (
+    PermissionOption,
+    PromptResponse,
+    SessionNotification,
+    StopReason,
+    TextContentBlock,
+    ToolCallUpdate,
+)
+from acp.utils import serialize_params
 
 from agent.session import (
     INIT_TASK,
@@ -27,9 +39,7 @@ from agent.session import (
     ApprovalRequest,
     BashApprovalRequest,
     JournalError,
-    ReasoningDelta,
     SessionError,
-    TextDelta,
     Workspace,
     valid_unicode,
 )
@@ -114,23 +124,19 @@ class EditorApprover:
         self.reject_pending("ribbit is shutting down")
 
 
-def coalesce(items: list[Any]) -> list[Any]:
-    """Runs of text (and of reasoning) deltas as one: one message per pile-up, not per token."""
-    out: list[Any] = []
-    for item in items:
-        last = out[-1] if out else None
-        if isinstance(item, TextDelta) and isinstance(last, TextDelta):
-            out[-1] = TextDelta(text=last.text + item.text)
-        elif isinstance(item, ReasoningDelta) and isinstance(last, ReasoningDelta):
-            out[-1] = ReasoningDelta(text=last.text + item.text)
-        else:
-            out.append(item)
-    return out
+Notify = Callable[[dict[str, Any]], None]
+
+
+def notification(session_id: str, update: Any) -> dict[str, Any]:
+    """A session/update notification as the SDK would send it."""
+    params = serialize_params(SessionNotification(session_id=session_id, update=update))
+    return {"jsonrpc": "2.0", "method": CLIENT_METHODS["session_update"], "params": params}
 
 
 class AcpSession:
-    def __init__(self, client: Client, loop: asyncio.AbstractEventLoop, turns: ModelTurns, root: Path) -> None:
+    def __init__(self, client: Client, notify: Notify, loop: asyncio.AbstractEventLoop, turns: ModelTurns, root: Path) -> None:
         self.client = client
+        self.notify = notify
         self.loop = loop
         self.turns = turns
         self.root = root
@@ -138,46 +144,59 @@ class AcpSession:
         self.workspace: Workspace | None = None
         self.approver = EditorApprover(self)
         self.calls = CallTracker(root)
-        self.queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._lock = threading.RLock()  # one writer at a time, in order: the agent, the watcher, the loop
+        self._backlog: list[Any] = []  # updates from before the editor knew the session's id
+        self.live = False
         self.cancelled = threading.Event()
         self.busy = False
         self.confirm_folder: str | None = None  # outside git: asked before the first prompt runs
         self._asks: set[asyncio.Task[None]] = set()
-        self._pump: asyncio.Task[None] | None = None
 
     # -- events, from any thread ----------------------------------------------------------------
 
     def sink(self, event: AgentEvent) -> None:
-        try:
-            self.loop.call_soon_threadsafe(self.queue.put_nowait, event)
-        except RuntimeError:  # the loop closed (shutdown): nobody left to tell
-            pass
+        with self._lock:
+            if not self.live:
+                self._backlog.append(event)
+                return
+            self._send(self.updates(event))
+
+    def push(self, update: Any) -> None:
+        """An ACP update of the front end's own (commands, history, a command's answer)."""
+        with self._lock:
+            if not self.live:
+                self._backlog.append(update)
+                return
+            self._send([update])
+
+    def _send(self, updates: list[Any]) -> None:
+        for update in updates:
+            try:
+                self.notify(notification(self.id, update))
+            except ConnectionError:
+                return  # the editor went away: the shutdown follows
+            except Exception:  # one update that cannot be sent must not silence the rest
+                logging.exception("session %s: an update could not be sent", self.id)
 
     def attach(self, workspace: Workspace) -> None:
         self.workspace = workspace
         self.id = workspace.journal.session_id
 
-    def start(self) -> None:
-        """Start sending updates (call it where the editor knows the session id, or is about to)."""
-        self.queue.put_nowait(helpers.update_available_commands(available_commands()))
-        self._pump = self.loop.create_task(self.pump(), name=f"acp-pump-{self.id}")
+    def start(self, now: bool = False) -> None:
+        """Send the backlog and go live: at once (`now`: the reply that follows needs them first, session/load),
+        or on the loop's next turn, after the reply that tells the editor the session's id (session/new)."""
+        self.push(helpers.update_available_commands(available_commands()))
+        if now:
+            self._go_live()
+        else:
+            self.loop.call_soon(self._go_live)
 
-    async def pump(self) -> None:
-        while True:
-            batch = [await self.queue.get()]
-            while not self.queue.empty():
-                batch.append(self.queue.get_nowait())
-            for item in coalesce(batch):
-                if isinstance(item, asyncio.Future):
-                    if not item.done():
-                        item.set_result(None)
-                    continue
-                updates = [item] if hasattr(item, "session_update") else self.updates(item)  # an ACP update as it is
-                for update in updates:
-                    try:
-                        await self.client.session_update(session_id=self.id, update=update)
-                    except ConnectionError:
-                        return
+    def _go_live(self) -> None:
+        with self._lock:
+            self.live = True
+            backlog, self._backlog = self._backlog, []
+            for item in backlog:
+                self._send([item] if hasattr(item, "session_update") else self.updates(item))
 
     def updates(self, event: AgentEvent) -> list[Any]:
         workspace = self.workspace
@@ -186,16 +205,8 @@ class AcpSession:
             size = min(workspace.limits.context, workspace.model_info.context_length or workspace.limits.context)
         return updates_for(event, self.calls, size)
 
-    async def flush(self) -> None:
-        """Wait until everything queued so far has been sent."""
-        if self._pump is None or self._pump.done():
-            return
-        marker: asyncio.Future[None] = self.loop.create_future()
-        self.queue.put_nowait(marker)
-        await asyncio.wait({marker, self._pump}, return_when=asyncio.FIRST_COMPLETED)
-
     def say(self, text: str) -> None:
-        self.queue.put_nowait(text_chunk(text))
+        self.push(text_chunk(text))
 
     # -- questions ------------------------------------------------------------------------------
 
@@ -207,7 +218,6 @@ class AcpSession:
 
     async def _ask(self, request: ApprovalRequest, future: Future[ApprovalDecision]) -> None:
         try:
-            await self.flush()
             call, options = permission_request(self.root, request)
             response = await self.client.request_permission(session_id=self.id, tool_call=call, options=options)
             decision = decision_from(response, command=isinstance(request, BashApprovalRequest))
@@ -222,7 +232,7 @@ class AcpSession:
         """Outside git, before the first prompt: work in this folder? (The TUI asks the same.)"""
         text = self.confirm_folder or ""
         title = f"Work in {self.root}?"
-        await self.client.session_update(session_id=self.id, update=helpers.start_tool_call(
+        self.push(helpers.start_tool_call(
             FOLDER_CALL, title, kind="other", status="pending", content=[helpers.tool_content(helpers.text_block(text))]))
         options = [PermissionOption(option_id=ALLOW_ONCE, name="Work here", kind="allow_once"),
                    PermissionOption(option_id=REJECT, name="Don't", kind="reject_once")]
@@ -233,8 +243,7 @@ class AcpSession:
             yes = decision_from(response, command=False).approved
         except Exception:
             yes = False
-        await self.client.session_update(session_id=self.id, update=helpers.update_tool_call(
-            FOLDER_CALL, status="completed" if yes else "failed"))
+        self.push(helpers.update_tool_call(FOLDER_CALL, status="completed" if yes else "failed"))
         if yes:
             self.confirm_folder = None
         return yes
@@ -242,13 +251,17 @@ class AcpSession:
     # -- turns ----------------------------------------------------------------------------------
 
     def cancel(self) -> None:
-        """session/cancel: stop the model or the running command (as Esc), answer open questions no."""
+        """session/cancel (on the loop): stop the model or the running command (as Esc), answer open questions no."""
+        self.stop()
+        for task in list(self._asks):
+            task.cancel()
+
+    def stop(self) -> None:
+        """The thread-safe part of a cancel: the agent stops, the questions it waits on are answered no."""
         self.cancelled.set()
         if self.workspace is not None:
             self.workspace.cancel()
         self.approver.reject_pending("the user stopped the agent")
-        for task in list(self._asks):
-            task.cancel()
 
     async def prompt(self, blocks: list[Any]) -> PromptResponse:
         workspace = self.workspace
@@ -262,7 +275,6 @@ class AcpSession:
             command = parse_command(only.text) if isinstance(only, TextContentBlock) else None
             if command is not None and command[0] != "init":
                 self.say(await self.command(*command))
-                await self.flush()
                 return PromptResponse(stop_reason="end_turn")
             if command is not None:
                 task = INIT_TASK
@@ -273,10 +285,8 @@ class AcpSession:
                     raise RequestError(-32602, str(exc)) from None
             if self.confirm_folder is not None and not await self.ask_folder():
                 self.say(notice_text("info", f"not sent: ribbit works only where you agree to ({self.root})"))
-                await self.flush()
                 return PromptResponse(stop_reason="refusal")
             summary = await self.turns.run(lambda: self.turns.holding_model(lambda: workspace.run(task), self.cancelled))
-            await self.flush()
             if self.cancelled.is_set() or summary is None:
                 return PromptResponse(stop_reason="cancelled")
             return PromptResponse(stop_reason=STOP_REASONS.get(summary.stop_reason, "end_turn"))
@@ -353,6 +363,6 @@ class AcpSession:
         return f"{target!r} is not among the allowed prefixes"
 
     def close(self) -> None:
-        """Shut down: stop the agent, answer open questions no (the worker threads are waited for elsewhere)."""
-        self.cancel()
+        """Shut down (any thread): stop the agent, answer open questions no (its threads are waited for elsewhere)."""
+        self.stop()
         self.approver.close()

@@ -97,6 +97,10 @@ class StdioTransport:
 
     async def send(self, message: dict[str, Any]) -> None:
         """Written at once, whole and in order (no await before the write: replies keep their order)."""
+        self.write(message)
+
+    def write(self, message: dict[str, Any]) -> None:
+        """One message, whole, from any thread (the agent's updates are written where they happen)."""
         data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace") + b"\n"  # a lone surrogate: ?
         with self._write_lock:
             if self.closed:
@@ -106,12 +110,12 @@ class StdioTransport:
                 self.sink.flush()
             except (OSError, ValueError) as exc:
                 self.closed = True
-                self._lines.put_nowait(None)
+                self._put(None)
                 raise ConnectionError(f"cannot write to the editor: {exc}") from None
 
     def end(self) -> None:
         """End input as if the editor closed it (a signal to stop): the server shuts down cleanly."""
-        self._lines.put_nowait(None)
+        self._put(None)
 
     async def close(self) -> None:
         self.closed = True
