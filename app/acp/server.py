@@ -98,6 +98,11 @@ def acp_main(args: argparse.Namespace, version: str = "unknown") -> int:
         print("ribbit acp: error: review mode is not available in an editor; choose ask, auto-edit, full-auto or plan",
               file=sys.stderr)
         return 2
+    # llama.cpp's CPU threads are an OpenMP team per calling thread; here the preload and each turn run on
+    # worker threads, and a team left spinning (libgomp's default wait) took the cores from the next one:
+    # 3-8x slower decoding on a loaded 2-core machine (bench/acp_latency.py). Waiting passively costs a
+    # futex wake a token. Read by libgomp when llama.cpp loads, so set before the model loads.
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     source, sink = protocol_streams()
     logging.basicConfig(level=logging.WARNING, handlers=[OneLineLog()], force=True)
     try:
