@@ -7,7 +7,7 @@ Each round, alternately:
   stderr, run_interruptibly's worker thread); the system prompt preloaded first, as the TUI and `ribbit acp` do.
 - acp: `python -m app.cli acp` on pipes, initialize, session/new, a wait until the process is idle (its model
   loaded, its system prompt preloaded), then session/prompt; times are taken where an editor would see them (the bytes read from its stdout).
-Both at temperature 0 and the same --threads, on the same task in the same fixture repository, so both
+Both at temperature 0, the same --threads and (unless --run-omp default) the same OpenMP wait policy, on the same task in the same fixture repository, so both
 write the same first turn.
 Figures: time from the prompt to the first chunk (text or thought), and per-token time over the first
 turn (from the first chunk to the turn's usage, over its completion tokens less one). The turn is then
@@ -159,7 +159,12 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
                         help="llama.cpp threads on both sides (default: this machine's CPUs): the thread count ribbit "
                              "measures from other programs' load would otherwise differ between the two by chance")
+    parser.add_argument("--run-omp", default="passive", choices=("passive", "default"),
+                        help="the run side's OpenMP wait policy: passive as `ribbit acp` sets it (the protocol's own "
+                             "cost, alone), or libgomp's default (what `ribbit run` has)")
     args = parser.parse_args()
+    if args.run_omp == "passive":
+        os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # read when llama.cpp loads, in run_round
     first: dict[str, list[float]] = {"run": [], "acp": []}
     per_token: dict[str, list[float]] = {"run": [], "acp": []}
     with tempfile.TemporaryDirectory() as temp:
