@@ -1,5 +1,5 @@
 """Model-chosen text made safe to show on a terminal: control, invisible and look-alike characters
-appear escaped.
+(letters, and the punctuation of paths: `.`, `/`, `\\`, `:`) appear escaped.
 
 Anything the agent touched (its words, commands, paths, file contents, tool output) may carry
 terminal escapes: `\\r\\x1b[2K\\x1b[1A` can redraw an approval prompt so that the user approves a
@@ -41,6 +41,24 @@ _WORD = re.compile(r"\w+")
 _LOOK_ALIKE = re.compile("[\u0370-\u03ff\u1f00-\u1fff\u0400-\u052f\u1c80-\u1c8f\u2de0-\u2dff\ua640-\ua69f\uff10-\uff5a"
                          "\U0001d400-\U0001d7ff]")
 _LATIN = re.compile("[A-Za-z\u00c0-\u024f\u1e00-\u1eff]")
+# Punctuation that draws like `.`, `/`, `\\` or `:` (Unicode's confusables of the characters a path or
+# command is made of): `calc.py\u2024py` reads as `calc.py.py`, `src\u2215x` as `src/x`. Escaped
+# wherever it touches a letter, digit or ASCII punctuation (a path, a name, code), so prose in a script
+# that uses its own (the fullwidth colon in Chinese text) is left alone.
+_PUNCTUATION_ALIKE = (
+    # like "."
+    "\u0660\u06f0\u0701\u0702\u2024\ua4f8\ua60e\ufe52\uff0e\U00010a50\U0001d16d"
+    # like "/"
+    "\u1735\u2041\u2044\u2215\u2571\u27cb\u29f8\u2cc6\u2f03\u3033\u30ce\u31d3\u4e3f\uff0f\U0001d23a"
+    # like "\\"
+    "\u2216\u2572\u27cd\u29f5\u29f9\u2f02\u31d4\u4e36\ufe68\uff3c\U0001d20f\U0001d23b"
+    # like ":"
+    "\u02d0\u02f8\u0589\u05c3\u0703\u0704\u0903\u0a83\u16ec\u1803\u1809\u205a\u2236\ua4fd\ua789"
+    "\ufe13\ufe30\ufe55\uff1a\U0001d10b"
+)
+# A look-alike with an ASCII letter, digit or punctuation (or a Latin letter) right before or after it.
+_NAME_CHAR = "[\\x21-\\x7e\\u00c0-\\u024f]"
+_PUNCT_IN_NAME = re.compile(f"(?<={_NAME_CHAR})[{_PUNCTUATION_ALIKE}]|[{_PUNCTUATION_ALIKE}](?={_NAME_CHAR})")
 
 
 def _escape_char(char: str) -> str:
@@ -82,6 +100,13 @@ def _look_alikes(text: str) -> str:
     return _WORD.sub(word, text)
 
 
+def visible_line(value: object, limit: int = 70) -> str:
+    """A value as one escaped line of at most `limit` characters (a cut one ends in "…")."""
+    text = value if isinstance(value, str) else repr(value)
+    text = visible(text[: limit * 8].replace("\n", "⏎"), one_line=True)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def visible(text: str, *, one_line: bool = False, prose: bool = False) -> str:
     """`text` with every character that could move the cursor, restyle or reorder the screen, or that
     draws nothing or like another one, escaped as `\\xNN` / `\\uNNNN` (for the eye: a backslash
@@ -92,4 +117,6 @@ def visible(text: str, *, one_line: bool = False, prose: bool = False) -> str:
     scripts are left alone there ("10μs"), and a chunk may hold half a word anyway.
     """
     shown = (_ONE_LINE if one_line else _ALWAYS).sub(_escape, text)
-    return shown if prose or shown.isascii() else _look_alikes(shown)
+    if prose or shown.isascii():
+        return shown
+    return _look_alikes(_PUNCT_IN_NAME.sub(lambda m: _escape_char(m.group()), shown))

@@ -47,12 +47,11 @@ Round = tuple[float, float, int, str]  # seconds to the first chunk, seconds of 
 
 def run_round(model_spec: str, repo: Path, threads: int) -> Round:
     """Through the session API, as `ribbit run` drives it."""
-    from agent.session import Limits, RejectAll, open_workspace, run_interruptibly
+    from agent.session import Limits, RejectAll, open_workspace
     from app.run import ProgressPrinter
-    from models.spec import EngineOptions, load_model, set_engine_options
+    from models.backends import EngineOptions, load_model
 
-    set_engine_options(EngineOptions(temperature=0.0, threads=threads))
-    model = load_model(model_spec, context=8192)
+    model = load_model(model_spec, context=8192, engine=EngineOptions(temperature=0.0, threads=threads))
     marks: dict[str, float] = {}
     tokens = [0]
     text: list[str] = []
@@ -75,7 +74,7 @@ def run_round(model_spec: str, repo: Path, threads: int) -> Round:
                                    limits=Limits(context=8192), save=True)
         workspace.preload()
         start = time.perf_counter()
-        run_interruptibly(workspace, TASK)
+        workspace.run_interruptibly(TASK)
         workspace.close()
     finally:
         model.close()

@@ -19,8 +19,8 @@ from agent.sandbox.runner import Access
 Mode = Literal["ask", "auto-edit", "full-auto", "review", "plan"]
 MODES: tuple[Mode, ...] = ("ask", "auto-edit", "full-auto", "review", "plan")
 
-# Plan mode: the agent explores and ends with a plan; nothing in the checkout may change.
-PLAN_REFUSED_TOOLS = frozenset({"Write", "Edit"})
+# Plan mode: the agent explores and ends with a plan; nothing in the checkout may change (which tools it
+# refuses is each tool's `allowed_in_plan_mode`, agent.core.tools.base.Tool).
 PLAN_REFUSAL = (
     "{tool} is not available in plan mode: nothing may change in the repository. Keep exploring with "
     "{explore}, then end your turn with the plan (the files to change and how), without calling a tool."
@@ -325,6 +325,17 @@ class ReviewNeed:
 ApprovalNeed = EditNeed | CommandNeed | ReviewNeed
 
 
+class ToolTraits(Protocol):
+    """What approvals read of a tool (agent.core.tools.base.Tool declares it)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def runs_commands(self) -> bool: ...
+    @property
+    def allowed_in_plan_mode(self) -> bool: ...
+
+
 class ApprovalOrchestrator:
     """The one place every tool's approval is decided: policy, then ask, then remember (as codex's tool
     orchestrator). A tool declares what it needs and how to build the request; the request (a diff,
@@ -347,11 +358,11 @@ class ApprovalOrchestrator:
     def plan_command(self, command: str) -> BashPlan:
         return self.policy.plan_bash(command)
 
-    def refusal(self, tool: str) -> str | None:
+    def refusal(self, tool: ToolTraits) -> str | None:
         """Why the mode refuses this tool outright (the `Error:` text for the model), or None."""
-        if self.policy.mode == "plan" and tool in PLAN_REFUSED_TOOLS:
-            return PLAN_REFUSAL.format(tool=tool, explore=PLAN_EXPLORE[self.policy.sandboxed])
-        if self.policy.mode == "plan" and tool == "Bash" and not self.policy.sandboxed:
+        if self.policy.mode == "plan" and not tool.allowed_in_plan_mode:
+            return PLAN_REFUSAL.format(tool=tool.name, explore=PLAN_EXPLORE[self.policy.sandboxed])
+        if self.policy.mode == "plan" and tool.runs_commands and not self.policy.sandboxed:
             return PLAN_NO_SANDBOX_REFUSAL
         return None
 

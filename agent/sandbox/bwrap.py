@@ -64,6 +64,8 @@ class SandboxView:
     tmp_bytes: int | None  # None: bubblewrap older than 0.7 cannot cap a tmpfs; /tmp is a folder on disk
     shm_bytes: int | None
     masked: list[Masked] = field(default_factory=list)  # git config files shown with credentials masked
+    # (home path as named, its target): shown home paths reached through a link, bound at the named path too
+    aliases: list[tuple[Path, Path]] = field(default_factory=list)
 
 
 def command_line(view: SandboxView, argv: list[str], cwd: Path, *, disk_tmp: Path | None, seccomp_fd: int | None) -> list[str]:
@@ -93,6 +95,7 @@ def command_line(view: SandboxView, argv: list[str], cwd: Path, *, disk_tmp: Pat
         else:
             mounts.append(Mount("--ro-bind", hidden, src=Path("/dev/null")))
     mounts += [Mount("--ro-bind", p, src=p) for p in view.exposed]
+    mounts += [Mount("--ro-bind", named, src=real) for named, real in view.aliases]
     root_op = "--bind" if view.access == "read-write" else "--ro-bind"
     mounts.append(Mount(root_op, view.root, src=view.root))
     mounts += [Mount("--bind", p, src=p) for p in view.writable if p != view.root]

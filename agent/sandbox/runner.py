@@ -37,7 +37,9 @@ from agent.sandbox.caps import CapLimits, CommandCaps, cgroups_wanted
 from agent.sandbox.credentials import CredentialMasks
 from agent.sandbox.seccomp import filter_fd
 from agent.sandbox.bwrap import SandboxView, bwrap_can_cap_tmpfs, bwrap_works, command_line, disk_tmp_base, under_private_tree, visible
-from agent.sandbox.config import Access, SandboxSettings, hidden_paths, exposed_inside, expand, host_socket_paths, sandbox_env
+from agent.sandbox.config import (
+    Access, SandboxSettings, exposed_aliases, exposed_inside, expand, hidden_paths, host_socket_paths, sandbox_env,
+)
 from agent.fs import CREATE_FLAGS, READ_FLAGS
 from agent.paths import home_dir
 
@@ -133,7 +135,7 @@ QUOTA_CHECK_S = 0.05  # how often a running command's disk use is looked at (a s
 class WriteQuota:
     """What one session may write to the repository's file system: the free space its writable commands
     took while they ran (what the user and other programs write between commands is not counted; a
-    command that deletes gives room back). Each command also gets what is left as its largest file
+    command that deletes gives room back), and what the undo journal copied of it (`charge`). Each command also gets what is left as its largest file
     (`ulimit -f`), so one huge write fails at once instead of at the next check."""
 
     def __init__(self, root: Path, limit_mb: int | None) -> None:
@@ -158,6 +160,11 @@ class WriteQuota:
             return self.used
         free = _free_bytes(self.root)
         return self.used if free is None else max(0, self.used + self._free_before - free)
+
+    def charge(self, size: int) -> None:
+        """Count bytes written between commands against the quota: the undo journal's copies of what the
+        commands wrote (handed over by the session), which no command's free-space reading sees."""
+        self.used += max(0, size)
 
     def left(self) -> int | None:
         """Bytes the session may still write (None: no quota, or the disk cannot be measured)."""
@@ -433,9 +440,12 @@ class BwrapRunner(LocalRunner):
         def shown(path: Path) -> bool:
             return not under_private_tree(path) or any(path.is_relative_to(b) for b in bound)
 
-        hidden = [p for p in hidden_paths(self.settings, environ, extra=_ribbit_private_folders()) if shown(p)]
+        # A hidden folder that is the repository (the home folder as one) is not hidden: the repository is bound there.
+        hidden = [p for p in hidden_paths(self.settings, environ, extra=_ribbit_private_folders(), bound=bound)
+                  if shown(p) and p not in bound]
         exposed = exposed_inside(self.settings, environ, hidden)
-        binds = [*bound, *exposed]
+        aliases = exposed_aliases(self.settings, environ, exposed)
+        binds = [*bound, *exposed, *(named for named, _ in aliases)]
         # A mask under another one is needed only where a bind in between shows the path again.
         hidden = [p for p in hidden if visible(p, hidden, binds, below=True)]
         sockets = [s for s in host_socket_paths() if shown(s) and visible(s, hidden, binds)]
@@ -451,7 +461,7 @@ class BwrapRunner(LocalRunner):
             root=self.root, access=access, writable=writable, hidden=hidden, exposed=exposed, sockets=sockets,
             git_protected=git_protected, pinned=pinned,
             tmp_bytes=None if self._disk_tmp else self.settings.tmp_bytes,
-            shm_bytes=None if self._disk_tmp else self.settings.shm_bytes, masked=masked,
+            shm_bytes=None if self._disk_tmp else self.settings.shm_bytes, masked=masked, aliases=aliases,
         )
 
     def wrap(self, argv: list[str], cwd: Path, access: Access, fds: list[int] | None = None) -> list[str]:
@@ -715,10 +725,18 @@ class SandboxExecRunner(LocalRunner):
         return sandbox_env(os.environ, self.settings, tmpdir=str(self._tmp))
 
     def profile(self, access: Access) -> str:
-        hidden = hidden_paths(self.settings, os.environ, extra=_ribbit_private_folders())
+        hidden = hidden_paths(self.settings, os.environ, extra=_ribbit_private_folders(), bound=[self.root])
         rules = [SEATBELT_PROFILE]
         if hidden:
             rules.append("(deny file-read* " + " ".join(f"(subpath {_seatbelt_string(h)})" for h in hidden) + ")\n")
+            # The last matching rule wins: the repository and the home's toolchains are read again.
+            home = home_dir(os.environ)
+            shown = [self.root, *exposed_inside(self.settings, os.environ, hidden),
+                     *(expand(w, home).resolve() for w in self.settings.writable)]
+            rules.append("(allow file-read* " + " ".join(f"(subpath {_seatbelt_string(p)})" for p in shown) + ")\n")
+            inner = [h for h in hidden if any(h != p and h.is_relative_to(p) for p in shown)]
+            if inner:  # a login inside a shown toolchain folder (~/.cargo/credentials.toml): hidden again
+                rules.append("(deny file-read* " + " ".join(f"(subpath {_seatbelt_string(h)})" for h in inner) + ")\n")
         if access == "read-write":
             rules.append('(allow file-write* (subpath (param "ROOT")))\n')
             home = home_dir(os.environ)

@@ -77,7 +77,9 @@ def sandbox_checks(root: Path, sandbox_ok: bool) -> list[Check]:
 
     from agent.sandbox.bwrap import bwrap_works
     from agent.sandbox.runner import BwrapRunner
-    from agent.sandbox.config import SandboxConfigError, config_path, hidden_paths, load_settings, sandbox_env
+    from agent.sandbox.config import (
+        SandboxConfigError, config_path, exposed_inside, hidden_homes, hidden_paths, load_settings, sandbox_env,
+    )
 
     path = _home_short(config_path())
     try:
@@ -99,13 +101,14 @@ def sandbox_checks(root: Path, sandbox_ok: bool) -> list[Check]:
         if probe:
             checks.append(Check(name="sandbox probe", ok=False, detail=f"a command in this layout fails: {probe}"))
         extra = [_home_short(p) for p in view.writable if p != view.root]
-        hidden, sockets = view.hidden, view.sockets
+        hidden, sockets, exposed = view.hidden, view.sockets, view.exposed
         masked = [_home_short(m.path) for m in view.masked]
         if view.tmp_bytes is None:
             tmp = "a private /tmp and /dev/shm on disk, not capped (bubblewrap older than 0.7 has no --size)"
     else:
         extra = []
         hidden, sockets = hidden_paths(settings, os.environ), []
+        exposed = exposed_inside(settings, os.environ, hidden)
         masked = []
     checks.append(Check(
         name="sandbox writes", ok=True,
@@ -115,10 +118,18 @@ def sandbox_checks(root: Path, sandbox_ok: bool) -> list[Check]:
             + "; in ask and auto-edit, commands that run without asking get the repository read-only; no network"
         ),
     ))
-    shown = ", ".join(_home_short(p) for p in hidden) or "nothing"
+    homes = [h for h in hidden_homes(os.environ) if h in hidden]
+    others = [p for p in hidden if p not in homes]
+    home_part = [f"{', '.join(str(h) for h in homes)} (empty but for the toolchains below)"] if homes else []
+    shown = ", ".join([*home_part, *(_home_short(p) for p in others)]) or "nothing"
     checks.append(Check(
         name="sandbox hides", ok=True,
         detail=f"{shown}; {len(sockets)} host unix socket(s) outside those masked" + _first(sockets),
+    ))
+    checks.append(Check(
+        name="sandbox shows", ok=True,
+        detail=("of the home folder, read-only: " + ", ".join(_home_short(p) for p in exposed) if exposed
+                else "nothing of the home folder") + " (sandbox.toml: expose = [\"~/...\"] shows more; \"~\" all of it)",
     ))
     checks.append(Check(
         name="sandbox masks", ok=True,

@@ -28,6 +28,7 @@ from agent.undo.journal import GIT_ERRORS, Journal, JournalError, _one_line
 from agent.undo.worktree import Blocked, TreeEntry
 from agent.paths import state_home
 from agent.core.loop import Limits, run_interruptibly
+from agent.session.store import SessionStore
 from agent.session.workspace import Workspace, check_repo, open_workspace
 from models.base import ChatModel
 
@@ -135,8 +136,10 @@ class ReviewSession:
         self.root = check_repo(root)
         self.sink = sink
         self.live = Journal(self.root)
+        self.live.keep_every_file()  # the applied patch printed at the end comes from its snapshots
         self.live.sweep_temp_files()
         self.base = self.live.snapshot("review start")
+        SessionStore(self.root).note_journaled(self.live.session_id)  # an applied review is undone like any session
         self._folder = Path(tempfile.mkdtemp(prefix="review-", dir=_worktree_home())).resolve()
         self._tree = self._folder / "tree"
         self._is_worktree = False
@@ -150,6 +153,7 @@ class ReviewSession:
                 model, work_root, mode="review", approver=RejectAll(), sink=sink, limits=limits,
                 no_sandbox=no_sandbox, watch=False, journal_namespace=REVIEW_NAMESPACE, reasoning=reasoning,
             )
+            self.workspace.journal.keep_every_file()  # what is reviewed and applied comes from the snapshot
         except BaseException:
             self.close()
             raise

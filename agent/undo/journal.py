@@ -9,9 +9,12 @@ unstorable paths handled, never failing on a path the agent made): agent/undo/wo
 
 Refs: `refs/ribbit/<session>/<n>` is snapshot n of a session (0 = its start);
 `refs/ribbit/<session>/undone/<n>` keeps a step that /undo took back (so it is never lost);
-`refs/ribbit/<session>/reverted` marks a session that `ribbit undo SESSION` rolled back.
+`refs/ribbit/<session>/reverted` marks a session that `ribbit undo SESSION` rolled back;
+`refs/ribbit/<session>/open` is there while a task runs, and stays when its last step could not be
+recorded (a full disk, a crash): `ribbit undo` then also takes back what differs from the last snapshot.
 
-Undo restores exact bytes and modes. It first compares every file it would touch, on disk and
+Undo restores exact bytes and modes (the plan and the writes: agent/undo/restore.py; the journal reads
+the two states from git and hands them over). It first compares every file it would touch, on disk and
 through no link, with the snapshot it takes back, and refuses (naming the file, restoring
 nothing) if it differs: changed by the user afterwards, hidden by .gitignore and then edited, a
 folder the user put files in, a link planted where a folder was. Writes walk folders one at a
@@ -23,15 +26,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import tempfile
 import threading
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from agent.fs import READ_FLAGS, TEMP_SUFFIX, WriteObserver, open_dir_confined, remove_file
+from agent.fs import READ_FLAGS, TEMP_SUFFIX, WriteObserver, open_dir_confined, open_regular, remove_file
 from agent.git import (
     GitError,
     GitRepo,
@@ -44,7 +49,7 @@ from agent.git import (
 from agent.undo.ignored import OutsideChanges
 from agent.undo import restore
 from agent.undo.restore import DiskState
-from agent.undo.worktree import TreeEntry, WorkTreeIndex
+from agent.undo.worktree import StoreQuota, TreeEntry, WorkTreeIndex
 from agent.paths import new_session_id, private_git_dir
 
 RIBBIT_IDENTITY = {
@@ -72,6 +77,9 @@ class UndoResult(BaseModel):
     kept: list[str] = []  # changed only by the user during the step: left as the user has them
     # Changed by the undone steps but with no earlier bytes in the journal (path, why): left as they are.
     not_restored: list[tuple[str, str]] = []
+    # Of those put back, the ones changed after the last recorded step (by a step the journal could not record,
+    # or by someone since: the two cannot be told apart in a later process).
+    unrecorded_step: list[str] = []
 
     def summary(self) -> str:
         parts = [f"undid session {self.session_id}" if self.undone == "session" else f"undid {self.undone} of session {self.session_id}"]
@@ -81,6 +89,9 @@ class UndoResult(BaseModel):
             parts.append("removed " + ", ".join(map(shown, self.deleted)))
         if self.kept:
             parts.append("kept your changes to " + ", ".join(map(shown, self.kept)))
+        if self.unrecorded_step:
+            parts.append("changed after the last recorded step (an unrecorded step's, or yours since), taken back too: "
+                         + ", ".join(map(shown, self.unrecorded_step)))
         if self.not_restored:
             parts.append("NOT restored: " + ", ".join(f"{shown(p)} ({why})" for p, why in self.not_restored))
         if not self.restored and not self.deleted and not self.not_restored:
@@ -88,12 +99,17 @@ class UndoResult(BaseModel):
         return "; ".join(parts)
 
 
-class SessionInfo(BaseModel):
+class SessionSnapshots(BaseModel):
+    """What the journal holds of one session (the session store lists the sessions: agent.session.store)."""
+
     session_id: str
     started: float  # unix time of the start snapshot
     steps: int  # snapshots after the start (steps that changed files)
     files: list[str]  # paths that differ between the session's start and its last snapshot
     reverted: bool
+    # A task of the session ended without its last step recorded (a full disk, a crash): undo also takes back
+    # what differs from the last snapshot now.
+    cut_short: bool = False
 
 
 def journal_kind(root: Path) -> str:
@@ -188,6 +204,8 @@ class Journal:
                 }
                 if unrecorded:
                     meta["unrecorded"] = unrecorded
+                if index.uncopied:  # of those, the files the patch reads from disk
+                    meta["uncopied"] = sorted(self._display(p) for p in index.uncopied)
                 if modes:
                     meta["modes"] = modes
                 parent = ["-p", self.snapshots[-1]] if self.snapshots else []
@@ -239,9 +257,71 @@ class Journal:
             )
         return self.take_notices()
 
+    def record_user_step(self, label: str, foreign: Iterable[str] = ()) -> list[str]:
+        """Snapshot after the user's own command (`!command`): every path changed since the last snapshot is
+        the user's (foreign), so undo never takes it back. Never raises; notices for the user."""
+        with self._lock:
+            changed: list[str] = []
+            if self.snapshots:
+                try:
+                    changed = [self._display(p) for p in self._changed(self.snapshots[-1], self.tree_now())]
+                except (*GIT_ERRORS, JournalError):
+                    changed = []  # the snapshot below says why, if it fails too
+            return self.record_step(label, foreign=[*foreign, *changed])
+
+    def agent_paths(self) -> set[str]:
+        """Root-relative paths the agent's recorded steps changed, someone else's changes left out, read from
+        the snapshots themselves: a resumed session's earlier steps count too (one git diff a step)."""
+        with self._lock:
+            found = set(self.agent_changed)
+            for before, after in zip(self.snapshots, self.snapshots[1:]):
+                meta = self._meta(after)
+                others = set(meta.get("foreign", [])) - set(meta.get("mixed", []))
+                try:
+                    changed = [self._display(p) for p in self._changed(before, after)]
+                except GIT_ERRORS:
+                    continue
+                found |= {p for p in changed if p not in others}
+            return found
+
     def has_pending(self) -> bool:
         """Whether the last step could not be recorded (see record_step)."""
         return self._pending is not None
+
+    def limit_store(self, quota: StoreQuota) -> None:
+        """What a step's snapshot copies counts against the session's write quota; past what is left, the
+        journal copies no more (the quota is then reached and the session's commands stopped)."""
+        self._worktree.quota = quota
+
+    def keep_every_file(self) -> None:
+        """Copy every file a step makes, whatever its size (review's throwaway worktree: what is reviewed
+        comes from the snapshot, never from the disk again)."""
+        self._worktree.copy_everything = True
+
+    def task_began(self) -> None:
+        """Mark the session open while a task runs (`refs/ribbit/<session>/open`), written now, while there is
+        room: if a step then fills the disk (or ribbit dies) the mark stays, and `ribbit undo` in another
+        process knows the last step may not be recorded. Never raises (a notice when it cannot be written)."""
+        with self._lock:
+            if not self.snapshots:
+                return
+            try:
+                self._objects.run("update-ref", self._open_ref(self.session_id), self.snapshots[-1])
+            except GIT_ERRORS as exc:
+                self._notices.append(f"journal: could not mark the session open ({_one_line(exc)})")
+
+    def task_ended(self) -> None:
+        """The task is over: the open mark goes, unless its last step is still unrecorded. Never raises."""
+        with self._lock:
+            if self._pending is not None or not self.snapshots:
+                return
+            try:
+                self._objects.run("update-ref", "-d", self._open_ref(self.session_id))
+            except GIT_ERRORS:
+                pass  # the mark stays: undo also compares with the disk, which shows what was recorded
+
+    def _open_ref(self, session_id: str) -> str:
+        return f"{self.namespace}/{session_id}/open"
 
     def others_changed(self, foreign: Iterable[str], mixed: Iterable[str]) -> bool:
         """Changes someone else made since a step the journal could not record (a full disk): they join that
@@ -373,13 +453,72 @@ class Journal:
         if not self.snapshots:
             return ""
         current = self.snapshot("end")
-        ignored = self.ignored_paths()
-        if not ignored:
-            return self.diff(self.snapshots[start], current)
-        paths = [p for p in self.changed_between(self.snapshots[start], current) if p not in ignored]
-        return "".join(self.diff(self.snapshots[start], current, paths[i:i + PATCH_PATHS]) for i in range(0, len(paths), PATCH_PATHS))
+        with self._with_uncopied(current) as (end, env):
+            ignored = self.ignored_paths()
+            if not ignored:
+                return self.diff(self.snapshots[start], end, env=env)
+            try:
+                paths = [self._display(p) for p in self._changed(self.snapshots[start], end, env=env) if self._display(p) not in ignored]
+            except GIT_ERRORS as exc:
+                raise JournalError(f"cannot read the journal: {_one_line(exc)}") from None
+            return "".join(
+                self.diff(self.snapshots[start], end, paths[i:i + PATCH_PATHS], env=env) for i in range(0, len(paths), PATCH_PATHS)
+            )
 
-    def diff(self, a: str, b: str, paths: Iterable[str] | None = None) -> str:
+    @contextmanager
+    def _with_uncopied(self, commit: str) -> Iterator[tuple[str, dict[str, str]]]:
+        """`commit`'s tree with the files its scan did not copy (uncopied) read from disk now, in a temporary
+        object store that is gone afterwards (the journal does not grow): (tree, the env that reads it)."""
+        rels = sorted(self._worktree.uncopied)
+        if not rels:
+            yield commit, {}
+            return
+        scratch = Path(tempfile.mkdtemp(prefix="patch-", dir=self._index_dir))
+        try:
+            try:
+                objects = Path(self._objects.text("rev-parse", "--git-path", "objects").strip())
+                env = {
+                    "GIT_OBJECT_DIRECTORY": str(scratch / "objects"),
+                    "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(objects if objects.is_absolute() else self._objects.work_tree / objects),
+                }
+                (scratch / "objects").mkdir()
+                index_env = {**env, "GIT_INDEX_FILE": str(scratch / "index")}
+                records = []
+                for rel in rels:
+                    entry = self._hash_from_disk(rel, env)
+                    if entry is not None:
+                        records.append(f"{entry.mode} {entry.sha}\t".encode() + os.fsencode(rel) + b"\0")
+                self._objects.run("read-tree", commit, env=index_env)
+                if records:
+                    self._objects.run("update-index", "-z", "--index-info", input=b"".join(records), env=index_env)
+                tree = self._objects.text("write-tree", env=index_env).strip()
+            except GIT_ERRORS as exc:
+                raise JournalError(f"cannot compute the session's patch: {_one_line(exc)}") from None
+            yield tree, env
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _hash_from_disk(self, rel: str, env: dict[str, str]) -> TreeEntry | None:
+        """A top-relative file's exact bytes into the object store `env` names, reached without links; None
+        when it is no longer a regular file there."""
+        parent, _, name = rel.rpartition("/")
+        try:
+            dir_fd = open_dir_confined(self.top, parent) if parent else os.open(self.top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                fd, info = open_regular(name, dir_fd=dir_fd)
+            finally:
+                os.close(dir_fd)
+        except OSError:
+            return None
+        try:
+            sha = self._objects.text(
+                "hash-object", "-w", "--no-filters", "--stdin-paths", input=f"/dev/fd/{fd}\n".encode(), pass_fds=[fd], env=env,
+            ).strip()
+        finally:
+            os.close(fd)
+        return TreeEntry("100755" if info.st_mode & stat.S_IXUSR else "100644", sha)
+
+    def diff(self, a: str, b: str, paths: Iterable[str] | None = None, *, env: dict[str, str] | None = None) -> str:
         """`git diff --binary` between two journal commits, paths relative to the folder ribbit runs in.
 
         Text keeps undecodable bytes as surrogates (os.fsdecode), so it encodes back exactly."""
@@ -389,7 +528,7 @@ class Journal:
         try:
             out = self._objects.text(
                 "-c", "core.quotePath=off", "diff", "--binary", "--no-color", "--no-ext-diff", "--no-textconv",
-                "--no-renames", a, b, "--", *limit, env={"GIT_LITERAL_PATHSPECS": "1"},
+                "--no-renames", a, b, "--", *limit, env={"GIT_LITERAL_PATHSPECS": "1", **(env or {})},
             )
         except GIT_ERRORS as exc:
             raise JournalError(f"cannot compute the session's patch: {_one_line(exc)}") from None
@@ -408,11 +547,19 @@ class Journal:
             raise JournalError(f"cannot read {shown(rel)} from the journal: {_one_line(exc)}") from None
 
     def changed_between(self, a: str, b: str) -> list[str]:
-        """Root-relative paths that differ between two journal commits."""
+        """Root-relative paths that differ between two journal commits, the files `b` did not copy (a step
+        made them) included unless `a` held them as they are."""
         try:
-            return [self._display(p) for p in self._changed(a, b)]
+            changed = set(self._changed(a, b)) | self._uncopied_since(a, b)
         except GIT_ERRORS as exc:
             raise JournalError(f"cannot read the journal: {_one_line(exc)}") from None
+        return [self._display(p) for p in sorted(changed)]
+
+    def _uncopied_since(self, a: str, b: str) -> set[str]:
+        """Top-relative files commit `b` did not copy whose (size, mtime) `a` did not hold already."""
+        before = self._unrecorded(a)
+        after = self._unrecorded(b)
+        return {p for p in (self._from_root(q) for q in self._meta(b).get("uncopied", [])) if after.get(p) != before.get(p)}
 
     def changed_since_start(self) -> list[str]:
         """Root-relative paths that differ between the session's start and the working tree now."""
@@ -420,7 +567,8 @@ class Journal:
             return []
         try:
             now = self.tree_now()
-            return [self._display(p) for p in self._changed(self.snapshots[0], now)]
+            changed = set(self._changed(self.snapshots[0], now)) | {p for p in self._worktree.uncopied if self._in_scope(p)}
+            return [self._display(p) for p in sorted(changed)]
         except GIT_ERRORS as exc:
             raise JournalError(f"cannot read the journal: {_one_line(exc)}") from None
 
@@ -510,6 +658,7 @@ class Journal:
         place = self._place()
         unrecorded, lost, not_restored = restore.too_large(
             place, self._unrecorded(target), dict(self._worktree.unrecorded), before, others,
+            uncopied=self._uncopied(target),
         )
         paths = sorted(
             p for p in set(before) | set(now) | set(unrecorded)
@@ -550,17 +699,17 @@ class Journal:
             del self.snapshots[index + 1 :]
             return result
 
-    def adopt(self, session_id: str) -> None:
-        """Go on with an earlier session's journal (`ribbit --continue`): its snapshots, then one of the
-        files as they are now, where what changed while ribbit was closed counts as someone else's
-        (undo keeps it)."""
+    def resume(self) -> None:
+        """Go on with this session's earlier snapshots (`ribbit --continue`; the journal was given its id),
+        then one of the files as they are now, where what changed while ribbit was closed counts as someone
+        else's (undo keeps it)."""
+        session_id = self.session_id
         snapshots = self.session_snapshots(session_id)
         if not snapshots:
             raise JournalError(f"session {shown(session_id)} has no journal here")
         if self._ref_exists(f"{self.namespace}/{session_id}/reverted"):
             raise JournalError(f"session {session_id} was undone with `ribbit undo`; start a new one")
         with self._lock:
-            self.session_id = session_id
             self.snapshots = snapshots
             try:
                 changed = [self._display(p) for p in self._changed(snapshots[-1], self.tree_now())]
@@ -575,45 +724,107 @@ class Journal:
         """`ribbit undo SESSION`: every file the session changed goes back to its start state."""
         snapshots = self.session_snapshots(session_id)
         if not snapshots:
-            known = ", ".join(s.session_id for s in self.sessions()[-3:]) or "none"
-            raise JournalError(f"no ribbit session {shown(session_id)!r} in {self.kind} (recent: {known})")
+            raise JournalError(f"no ribbit session {shown(session_id)!r} in {self.kind}")
         if self._ref_exists(f"{self.namespace}/{session_id}/reverted"):
             raise JournalError(f"session {session_id} was already undone")
-        if len(snapshots) < 2:
+        cut_short = self._ref_exists(self._open_ref(session_id)) and session_id != self._live_session()
+        if len(snapshots) < 2 and not cut_short:
             raise JournalError(f"nothing to undo: session {session_id} changed no files")
         scope = self._meta(snapshots[0]).get("scope", ".")
         if scope != self.scope:
             raise JournalError(f"session {session_id} ran in {self.top / scope}; run ribbit undo there")
-        result = self._restore(snapshots[0], snapshots[-1], snapshots[1:], undone="session", session_id=session_id)
+        if cut_short:
+            result = self._undo_cut_short(session_id, snapshots)
+        else:
+            result = self._restore(snapshots[0], snapshots[-1], snapshots[1:], undone="session", session_id=session_id)
         try:
             self._objects.run("update-ref", f"{self.namespace}/{session_id}/reverted", snapshots[-1])
+            if cut_short:
+                self._objects.run("update-ref", "-d", self._open_ref(session_id))
         except GIT_ERRORS as exc:
             raise JournalError(f"files restored, but the journal could not be updated: {_one_line(exc)}") from None
         return result
 
-    # -- listing --------------------------------------------------------------------------------
+    def _live_session(self) -> str | None:
+        """This journal's own session when it has one running (its open mark is its own, not a cut-short one)."""
+        return self.session_id if self.snapshots else None
+
+    def _undo_cut_short(self, session_id: str, snapshots: list[str]) -> UndoResult:
+        """`ribbit undo` of a session whose last task ended with a step unrecorded (its open mark stayed):
+        what the recorded steps changed and whatever differs from the last snapshot now go back to the
+        session's start. The disk's state is computed without writing to the journal (it may still be
+        full). Someone else's changes the recorded steps saw are kept; a change made after the last
+        recorded step cannot be told from the unrecorded step's, and is taken back with it (named)."""
+        target, latest = snapshots[0], snapshots[-1]
+        foreign: set[str] = set()
+        mixed: set[str] = set()
+        try:
+            before, recorded = self._entries(target), self._entries(latest)
+            changed = set(self._changed(target, latest)) if len(snapshots) > 1 else set()
+            for commit in snapshots[1:]:
+                meta = self._meta(commit)
+                foreign |= {self._from_root(p) for p in meta.get("foreign", [])}
+                mixed |= {self._from_root(p) for p in meta.get("mixed", [])}
+            self._worktree.assume_recorded(recorded)  # what the session recorded is looked at, ignored files too
+            now = self._worktree.state_now()
+        except GIT_ERRORS as exc:
+            raise JournalError(f"cannot read the files to undo session {session_id}: {_one_line(exc)}") from None
+        place = self._place()
+        unrecorded, lost, not_restored = restore.too_large(
+            place, self._unrecorded(target), dict(self._worktree.unrecorded), before, foreign,
+            uncopied=self._uncopied(target),
+        )
+        since = {p for p in set(recorded) | set(now) if recorded.get(p) != now.get(p)}
+        paths = sorted(
+            p for p in changed | since | set(unrecorded) if self._in_scope(p) and p not in foreign and p not in lost
+        )
+        plan = restore.UndoPlan(place, before, now, paths, expected=unrecorded)
+        problem = plan.check(mixed)
+        if problem:
+            raise JournalError(f"cannot undo: {problem}; nothing was restored")
+        try:
+            restored, deleted = plan.run()
+        except restore.RestoreError as exc:
+            raise JournalError(str(exc)) from None
+        after_last = sorted(self._display(p) for p in since if p in set(restored) | set(deleted))
+        return UndoResult(
+            session_id=session_id, undone="session",
+            restored=[self._display(p) for p in restored], deleted=[self._display(p) for p in deleted],
+            kept=sorted(self._display(p) for p in changed if p in foreign), not_restored=not_restored,
+            unrecorded_step=after_last,
+        )
+
+    # -- one session's snapshots ----------------------------------------------------------------
 
     def session_snapshots(self, session_id: str) -> list[str]:
-        steps = self._refs().get(session_id, {})
+        steps = self._refs(session_id).get(session_id, {})
         return [steps[n] for n in sorted(steps)]
 
-    def sessions(self) -> list[SessionInfo]:
-        """Every session journaled in this repository, oldest first."""
-        infos = []
-        reverted = self._reverted()
-        for sid, steps in self._refs().items():
+    def snapshots_of(self, session_ids: Iterable[str]) -> list[SessionSnapshots]:
+        """What this journal holds of these sessions (the store lists them; one it holds nothing of, or
+        cannot read, is left out)."""
+        wanted = set(session_ids)
+        try:
+            refs = {sid: steps for sid, steps in self._refs().items() if sid in wanted}
+            reverted = self._reverted() if refs else set()
+            still_open = self._marked("open") if refs else set()
+        except GIT_ERRORS:
+            return []
+        held = []
+        for sid, steps in refs.items():
             ordered = [steps[n] for n in sorted(steps)]
             try:
                 started = self._commit_time(ordered[0])
                 files = self._changed(ordered[0], ordered[-1]) if len(ordered) > 1 else []
+                files = sorted(set(files) | self._uncopied(ordered[-1]))
             except GIT_ERRORS:
                 continue
-            infos.append(SessionInfo(
+            held.append(SessionSnapshots(
                 session_id=sid, started=started, steps=len(ordered) - 1,
                 files=[self._display(p) for p in files], reverted=sid in reverted,
+                cut_short=sid in still_open and sid not in reverted and sid != self._live_session(),
             ))
-        infos.sort(key=lambda s: (s.started, s.session_id))
-        return infos
+        return held
 
 
     def _restore(
@@ -635,6 +846,7 @@ class Journal:
             done = restore.restore(
                 self._place(), before, after, paths, unrecorded_target=self._unrecorded(target),
                 unrecorded_latest=self._unrecorded(latest), foreign=foreign, mixed=mixed, observer=observer,
+                uncopied_target=self._uncopied(target),
             )
         except restore.RestoreError as exc:
             raise JournalError(str(exc)) from None
@@ -650,6 +862,10 @@ class Journal:
             in_scope=self._in_scope, read_blob=self._blob,
         )
 
+    def _uncopied(self, commit: str) -> set[str]:
+        """The top-relative files a snapshot chose not to copy (a step made them; past the write quota)."""
+        return {self._from_root(p) for p in self._meta(commit).get("uncopied", [])}
+
     def _unrecorded(self, commit: str) -> dict[str, tuple[int, int]]:
         """The top-relative files a snapshot could not record, with (size, mtime_ns) as they were."""
         found: dict[str, tuple[int, int]] = {}
@@ -664,10 +880,10 @@ class Journal:
 
     # -- git plumbing ---------------------------------------------------------------------------
 
-    def _changed(self, a: str, b: str) -> list[str]:
+    def _changed(self, a: str, b: str, *, env: dict[str, str] | None = None) -> list[str]:
         out = self._objects.out(
             "diff", "--name-only", "--no-renames", "--no-ext-diff", "--no-textconv", "-z", a, b, "--", self.scope,
-            env={"GIT_LITERAL_PATHSPECS": "1"},
+            env={"GIT_LITERAL_PATHSPECS": "1", **(env or {})},
         )
         return [os.fsdecode(p) for p in out.split(b"\0") if p]
 
@@ -725,8 +941,10 @@ class Journal:
                     return {}
         return {}
 
-    def _refs(self) -> dict[str, dict[int, str]]:
-        out = self._objects.text("for-each-ref", "--format=%(refname) %(objectname)", self.namespace + "/")
+    def _refs(self, session_id: str = "") -> dict[str, dict[int, str]]:
+        """Snapshot refs by session (one session's, given its id)."""
+        where = f"{self.namespace}/{session_id}/" if session_id else self.namespace + "/"
+        out = self._objects.text("for-each-ref", "--format=%(refname) %(objectname)", where)
         sessions: dict[str, dict[int, str]] = {}
         for line in out.splitlines():
             name, _, sha = line.partition(" ")
@@ -736,10 +954,15 @@ class Journal:
         return sessions
 
     def _reverted(self) -> set[str]:
+        """The sessions `ribbit undo SESSION` rolled back."""
+        return self._marked("reverted")
+
+    def _marked(self, mark: str) -> set[str]:
+        """The sessions with `refs/ribbit/<session>/<mark>` (reverted; open: a task cut short)."""
         out = self._objects.text("for-each-ref", "--format=%(refname)", self.namespace + "/")
         return {
             line[len(self.namespace) + 1:].split("/")[0]
-            for line in out.splitlines() if line.endswith("/reverted")
+            for line in out.splitlines() if line.endswith("/" + mark)
         }
 
     def _ref_exists(self, ref: str) -> bool:

@@ -12,12 +12,14 @@ import hashlib
 import os
 import stat
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from agent.fs import DIR_FLAGS, READ_FLAGS, ApplyError, WriteObserver, atomic_symlink, atomic_write, open_dir_confined, remove_empty_dir, remove_file
 from agent.git import GitError, one_line, shown
+from agent.undo.ignored import walk_folders
 from agent.undo.worktree import Blocked, TreeEntry
 
 # What is on disk at a path: a tree entry, nothing, a folder, something else, or no way there.
@@ -55,7 +57,7 @@ class Restored(NamedTuple):
 def restore(
     place: Place, before: dict[str, TreeEntry], after: dict[str, TreeEntry], paths: list[str], *,
     unrecorded_target: dict[str, tuple[int, int]], unrecorded_latest: dict[str, tuple[int, int]],
-    foreign: set[str], mixed: set[str], observer: WriteObserver | None = None,
+    foreign: set[str], mixed: set[str], observer: WriteObserver | None = None, uncopied_target: AbstractSet[str] = frozenset(),
 ) -> Restored:
     """Go back from `after` (what the disk must still show) to `before` over the `paths` that differ.
 
@@ -65,7 +67,9 @@ def restore(
     # Files too large to record: the latest snapshot says what the disk must still show (an older step's
     # entry is superseded by what the latest holds); put back from the target where it has them,
     # removed where they did not exist then.
-    unrecorded, lost, not_restored = too_large(place, unrecorded_target, unrecorded_latest, before, foreign)
+    unrecorded, lost, not_restored = too_large(
+        place, unrecorded_target, unrecorded_latest, before, foreign, uncopied=uncopied_target,
+    )
     paths = [p for p in paths if p not in lost]
     candidates = sorted(set(paths) | set(unrecorded))
     environments = new_environments(before, after)
@@ -91,21 +95,27 @@ def restore(
 
 def too_large(
     place: Place, then: dict[str, tuple[int, int]], now: dict[str, tuple[int, int]], before: dict[str, TreeEntry],
-    foreign: set[str],
+    foreign: set[str], *, uncopied: AbstractSet[str] = frozenset(),
 ) -> tuple[dict[str, tuple[int, int]], list[str], list[tuple[str, str]]]:
     """For an undo back to a target whose files too large to record were `then`, given those files as the
     undone state has them (`now`: path -> (size, mtime_ns), what the disk must still show): those undo puts
-    back or removes, those it cannot put back (too large already at the target and changed or gone since),
-    and what the user is told of them."""
+    back or removes, those it leaves alone (too large already at the target and changed or gone since; or
+    as the target had them still), and what the user is told of them. `uncopied`: of `then`, the files the
+    target did not copy because a step made them (NEW_FILE_COPY_LIMIT) or past the write quota."""
     unrecorded = dict(now)
     lost: list[str] = []
+    same: list[str] = []  # the disk still shows them as the target had them: nothing to put back
     for p, was in then.items():
         if p in foreign or not place.in_scope(p):
             continue
         if unrecorded.get(p) != was:
-            lost.append(p)
+            (same if p not in unrecorded and stat_is(place.top, p, was) else lost).append(p)
         unrecorded.pop(p, None)
-    not_restored = [(place.display(p), "too large to record; no earlier copy in the journal") for p in sorted(lost)]
+    not_restored = [
+        (place.display(p), "a file a step made (over 1 MiB) or past the write quota: the journal kept no copy of "
+         "this version" if p in uncopied else "too large to record; no earlier copy in the journal")
+        for p in sorted(lost)
+    ]
     if lost:
         # Its bytes may be in a file the step made (`mv data.csv x.csv`): such a file is left, not removed.
         for p in sorted(q for q in unrecorded if q not in before):
@@ -113,7 +123,7 @@ def too_large(
             not_restored.append((place.display(p), "too large to record; left in place: it may hold what was lost"))
     for p in [q for q in unrecorded if q in foreign or not place.in_scope(q)]:
         del unrecorded[p]
-    return unrecorded, lost, not_restored
+    return unrecorded, lost + same, not_restored
 
 
 def new_environments(before: dict[str, TreeEntry], after: dict[str, TreeEntry]) -> list[str]:
@@ -307,30 +317,20 @@ def stat_is(top: Path, rel: str, expected: tuple[int, int]) -> bool:
 
 def files_under(top: Path, rel: str) -> list[str] | Blocked:
     """Every non-folder entry under a top-relative folder, found without following links."""
-    found: list[str] = []
     try:
-        fd = open_dir_confined(top, rel)
+        top_fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         return Blocked(rel, "unreadable")
-    stack = [(rel, fd)]
+    found: list[str] = []
+    walk = walk_folders(top_fd, rel)
     try:
-        while stack:
-            folder, dir_fd = stack.pop()
-            try:
-                entries = list(os.scandir(dir_fd))
-                for entry in entries:
-                    path = f"{folder}/{entry.name}"
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append((path, os.open(entry.name, DIR_FLAGS, dir_fd=dir_fd)))
-                    else:
-                        found.append(path)
-            except OSError:
-                return Blocked(folder, "unreadable")
-            finally:
-                os.close(dir_fd)
+        for folder, entries, trouble in walk:
+            if trouble is not None:
+                return Blocked(trouble[0], "unreadable")
+            found += [f"{folder}/{entry.name}" for entry in entries if not entry.is_dir]
     finally:
-        for _folder, dir_fd in stack:
-            os.close(dir_fd)
+        walk.close()  # closes the folders still open
+        os.close(top_fd)
     return found
 
 

@@ -47,13 +47,14 @@ def protocol_streams() -> tuple[BinaryIO, BinaryIO]:
 
 def load_in_background(args: argparse.Namespace) -> Future[ChatModel]:
     """The model, loaded once while the editor initialises (a session waits for it)."""
-    from models.spec import load_model
+    from app.args import engine_options
+    from models.backends import load_model
 
     future: Future[ChatModel] = Future()
 
     def load() -> None:
         try:
-            model = load_model(args.model, context=args.context)
+            model = load_model(args.model, context=args.context, engine=engine_options(args))
         except (ModelError, OSError) as exc:
             print(f"ribbit acp: error: {visible(str(exc), one_line=True)}", file=sys.stderr)
             future.set_exception(exc)

@@ -33,7 +33,6 @@ from acp.schema import (
 from acp.utils import serialize_params
 
 from agent.session import (
-    INIT_TASK,
     AgentEvent,
     ApprovalDecision,
     ApprovalRequest,
@@ -41,7 +40,6 @@ from agent.session import (
     JournalError,
     SessionError,
     Workspace,
-    valid_unicode,
 )
 from app.acp.commands import COMMANDS, available_commands, parse_command
 from app.acp.permissions import ALLOW_ONCE, REJECT, decision_from, permission_request
@@ -277,10 +275,10 @@ class AcpSession:
                 self.say(await self.command(*command))
                 return PromptResponse(stop_reason="end_turn")
             if command is not None:
-                task = INIT_TASK
+                task = workspace.INIT_TASK
             else:
                 try:
-                    task = valid_unicode(await self.turns.run(lambda: prompt_text(blocks, self.root, workspace)))
+                    task = await self.turns.run(lambda: prompt_text(blocks, self.root, workspace))
                 except PromptError as exc:
                     raise RequestError(-32602, str(exc)) from None
             if self.confirm_folder is not None and not await self.ask_folder():

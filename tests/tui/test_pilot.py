@@ -249,7 +249,7 @@ async def test_first_run_says_how_to_use_frognano(repo: Path, replay_file, monke
     from models.replay import ReplayModel
 
     path = replay_file("Hello.")
-    monkeypatch.setattr(app_module, "load_model", lambda spec, context: ReplayModel(path))
+    monkeypatch.setattr(app_module, "load_model", lambda spec, context, engine: ReplayModel(path))
     app = app_module.make_app(repo, None)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from pathlib import Path
 
 from pydantic import Field
@@ -8,7 +11,7 @@ from agent.core.approvals import Access, ApprovalDecision, BashApprovalRequest, 
 from agent.core.output_budget import OutputBudget
 from agent.sandbox.runner import CommandResult, SandboxError, tried_to_write
 from agent.sandbox.output_spool import Spool
-from agent.core.tools.base import Tool, ToolArgs, ToolContext, ToolError
+from agent.core.tools.base import CallSummary, Tool, ToolArgs, ToolContext, ToolError
 from agent.core.tools.paths import display_path
 
 MAX_OUTPUT_CHARS = 30_000
@@ -84,6 +87,11 @@ class BashTool(Tool[BashArgs]):
         "Output is stdout and stderr together."
     )
     args_model = BashArgs
+    runs_commands = True
+
+    @classmethod
+    def summary(cls, arguments: Mapping[str, Any]) -> CallSummary:
+        return CallSummary(str(arguments.get("command", "")))
 
     def run(self, args: BashArgs, ctx: ToolContext) -> str:
         if not args.command.strip():

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import difflib
 import heapq
 import re
@@ -7,7 +10,7 @@ import re
 from pydantic import Field
 
 from agent.fs import detect_newline, is_binary, to_lf, with_newline
-from agent.core.tools.base import Tool, ToolArgs, ToolContext, ToolError
+from agent.core.tools.base import CallSummary, Tool, ToolArgs, ToolContext, ToolError
 from agent.core.tools.files import MAX_EDIT_BYTES, read_for_edit
 from agent.core.tools.paths import display_path, resolve_in_root
 from agent.core.tools.loose_match import AmbiguousLooseMatch, find_loose
@@ -91,6 +94,13 @@ class EditTool(Tool[EditArgs]):
         "and be unique unless replace_all is true; include surrounding lines to make it unique."
     )
     args_model = EditArgs
+    changes_files = True
+    allowed_in_plan_mode = False
+
+    @classmethod
+    def summary(cls, arguments: Mapping[str, Any]) -> CallSummary:
+        extras = ["replace_all"] if arguments.get("replace_all") else []
+        return CallSummary(str(arguments.get("file_path", "")), extras, limit=200)
 
     def run(self, args: EditArgs, ctx: ToolContext) -> str:
         if args.old_string == args.new_string:

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from pydantic import Field
 
 from agent.fs import is_binary
-from agent.core.tools.base import Tool, ToolArgs, ToolContext, ToolError
+from agent.core.tools.base import CallSummary, Tool, ToolArgs, ToolContext, ToolError
 from agent.core.tools.files import MAX_EDIT_BYTES, read_for_edit
 from agent.core.tools.paths import display_path, resolve_in_root
 from agent.core.tools.syntax_check import python_syntax_note
@@ -34,6 +37,13 @@ class WriteTool(Tool[WriteArgs]):
         "Prefer Edit for changing part of a file."
     )
     args_model = WriteArgs
+    changes_files = True
+    allowed_in_plan_mode = False
+
+    @classmethod
+    def summary(cls, arguments: Mapping[str, Any]) -> CallSummary:
+        lines = len(str(arguments.get("content", "")).splitlines())
+        return CallSummary(str(arguments.get("file_path", "")), [f"{lines} lines"], limit=200)
 
     def run(self, args: WriteArgs, ctx: ToolContext) -> str:
         path = resolve_in_root(ctx.root, args.file_path)
