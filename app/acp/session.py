@@ -278,7 +278,10 @@ class AcpSession:
                 task = workspace.INIT_TASK
             else:
                 try:
-                    task = await self.turns.run(lambda: prompt_text(blocks, self.root, workspace))
+                    if all(isinstance(b, TextContentBlock) for b in blocks):  # nothing to read: no thread hop
+                        task = prompt_text(blocks, self.root, workspace)
+                    else:
+                        task = await self.turns.run(lambda: prompt_text(blocks, self.root, workspace))
                 except PromptError as exc:
                     raise RequestError(-32602, str(exc)) from None
             if self.confirm_folder is not None and not await self.ask_folder():
