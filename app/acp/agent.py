@@ -42,6 +42,7 @@ from agent.session import (
     SetupError,
     check_repo,
     check_state,
+    load_commands,
     open_workspace,
     outside_git,
 )
@@ -199,6 +200,9 @@ class RibbitAgent:
         except (SetupError, JournalError, SessionError, ModelError, OSError) as exc:
             raise refusal(str(exc), INTERNAL_ERROR) from None
         session.attach(workspace)
+        session.custom, problems = await self.turns.run(lambda: load_commands(root))
+        for line in problems:
+            print(f"ribbit acp: warning: {visible(line, one_line=True)}", file=sys.stderr)
         if resume is None:
             session.confirm_folder = outside_git(root)
         self.sessions[session.id] = session

@@ -1,7 +1,10 @@
 """The slash commands an editor offers for a ribbit session (ACP `available_commands_update`): the TUI's
-commands that make sense where the editor owns the screen. Modes are the protocol's own session modes."""
+commands that make sense where the editor owns the screen, and the user's own (`.ribbit/commands/NAME.md`,
+agent.session.commands; a built-in name wins). Modes are the protocol's own session modes."""
 
 from __future__ import annotations
+
+from collections.abc import Collection, Mapping
 
 from acp.schema import AvailableCommand, AvailableCommandInput, UnstructuredCommandInput
 
@@ -18,23 +21,28 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
 }
 
 
-def available_commands() -> list[AvailableCommand]:
+def available_commands(custom: Mapping[str, str] | None = None) -> list[AvailableCommand]:
+    """The built-in commands, then the user's own (`custom`: name -> description)."""
+    table = dict(COMMANDS)
+    for name, description in (custom or {}).items():
+        table.setdefault(name, (description, "arguments (optional)"))
     return [
         AvailableCommand(
             name=name, description=text,
             input=AvailableCommandInput(root=UnstructuredCommandInput(hint=hint)) if hint else None,
         )
-        for name, (text, hint) in COMMANDS.items()
+        for name, (text, hint) in table.items()
     ]
 
 
-def parse_command(text: str) -> tuple[str, str] | None:
-    """(command, argument) when the prompt is one of these commands; None for anything else (a prompt
-    that starts with a path, say, goes to the model)."""
+def parse_command(text: str, custom: Collection[str] = ()) -> tuple[str, str] | None:
+    """(command, argument) when the prompt is one of these commands or one of the user's (`custom`); None
+    for anything else (a prompt that starts with a path, say, goes to the model)."""
     stripped = text.strip()
     if not stripped.startswith("/"):
         return None
     name, _, arg = stripped[1:].partition(" ")
-    if name not in COMMANDS or "\n" in name:
+    name, _, rest = name.partition("\n")
+    if name not in COMMANDS and name not in custom:
         return None
-    return name, arg.strip()
+    return name, (rest + " " + arg).strip()

@@ -37,7 +37,9 @@ from agent.session import (
     ApprovalDecision,
     ApprovalRequest,
     BashApprovalRequest,
+    CustomCommand,
     JournalError,
+    ModeError,
     SessionError,
     Workspace,
 )
@@ -148,6 +150,7 @@ class AcpSession:
         self.cancelled = threading.Event()
         self.busy = False
         self.confirm_folder: str | None = None  # outside git: asked before the first prompt runs
+        self.custom: dict[str, CustomCommand] = {}  # the user's own slash commands (agent.session.commands)
         self._asks: set[asyncio.Task[None]] = set()
 
     # -- events, from any thread ----------------------------------------------------------------
@@ -183,7 +186,8 @@ class AcpSession:
     def start(self, now: bool = False) -> None:
         """Send the backlog and go live: at once (`now`: the reply that follows needs them first, session/load),
         or on the loop's next turn, after the reply that tells the editor the session's id (session/new)."""
-        self.push(helpers.update_available_commands(available_commands()))
+        described = {name: command.description for name, command in self.custom.items()}
+        self.push(helpers.update_available_commands(available_commands(described)))
         if now:
             self._go_live()
         else:
@@ -270,12 +274,20 @@ class AcpSession:
         self.cancelled.clear()
         try:
             only = blocks[0] if len(blocks) == 1 else None
-            command = parse_command(only.text) if isinstance(only, TextContentBlock) else None
-            if command is not None and command[0] != "init":
+            command = parse_command(only.text, self.custom) if isinstance(only, TextContentBlock) else None
+            if command is not None and command[0] in COMMANDS and command[0] != "init":
                 self.say(await self.command(*command))
                 return PromptResponse(stop_reason="end_turn")
-            if command is not None:
+            if command is not None and command[0] == "init":
                 task = workspace.INIT_TASK
+            elif command is not None:  # one of the user's own: its prompt, in its mode if it names one
+                custom = self.custom[command[0]]
+                task = custom.expand(command[1])
+                if custom.mode and custom.mode != workspace.mode:
+                    try:
+                        workspace.set_mode(custom.mode)
+                    except ModeError as exc:
+                        raise RequestError(-32602, f"/{custom.name}: {exc}") from None
             else:
                 try:
                     if all(isinstance(b, TextContentBlock) for b in blocks):  # nothing to read: no thread hop

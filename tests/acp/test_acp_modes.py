@@ -226,3 +226,25 @@ def test_outside_git_the_first_prompt_asks_for_the_folder(tmp_path, replay_file)
     assert folder.tool_call.title == again.tool_call.title == f"Work in {plain}?"
     assert write.tool_call.kind == "edit"
     assert (plain / "new.txt").read_text() == "x\n"
+
+
+def test_the_users_own_commands_are_offered_and_run(tmp_path, repo, replay_file):
+    folder = repo / ".ribbit" / "commands"
+    folder.mkdir(parents=True)
+    (folder / "explain.md").write_text("---\ndescription: explain a file\nmode: plan\n---\nExplain $1 in two sentences.\n")
+    model = replay_file("It adds.")
+    client = RecordingClient()
+
+    async def scenario() -> str:
+        async with ribbit_acp(client, f"replay:{model}", stderr=tmp_path / "err") as (conn, _):
+            session = await conn.new_session(cwd=str(repo))
+            commands = await client.wait_for(lambda: client.of_kind("available_commands_update"))
+            offered = {c.name: c.description for c in commands[0].available_commands}
+            assert offered["explain"] == "explain a file" and "undo" in offered
+            await conn.prompt(session_id=session.session_id, prompt=[text_block("/explain calc.py")])
+            return session.session_id
+
+    session_id = run(scenario())
+    prompt = next(m.content for m in SessionStore(repo).load(session_id).messages if m.role == "user")
+    assert prompt.startswith("Explain calc.py in two sentences.")
+    assert [u.current_mode_id for u in client.of_kind("current_mode_update")] == ["plan"]
