@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from agent.sandbox.caps import CapLimits, CommandCaps, cgroups_wanted
-from agent.sandbox.credentials import CredentialMasks
+from agent.sandbox.credentials import CredentialMasks, Masked
 from agent.sandbox.seccomp import filter_fd
 from agent.sandbox.bwrap import SandboxView, bwrap_can_cap_tmpfs, bwrap_works, command_line, disk_tmp_base, under_private_tree, visible
 from agent.sandbox.config import (
@@ -448,8 +448,15 @@ class BwrapRunner(LocalRunner):
         binds = [*bound, *exposed, *(named for named, _ in aliases)]
         # A mask under another one is needed only where a bind in between shows the path again.
         hidden = [p for p in hidden if visible(p, hidden, binds, below=True)]
+        # A shown folder reached through a link is bound at its name too: what is hidden inside it, there as well.
+        hidden += [named / h.relative_to(real) for named, real in aliases for h in hidden if h != real and h.is_relative_to(real)]
         sockets = [s for s in host_socket_paths() if shown(s) and visible(s, hidden, binds)]
-        masked = [m for m in self.git_masks.mounts() if shown(m.path) and visible(m.path, hidden, binds)]
+        masks = self.git_masks.mounts()
+        masked = [m for m in masks if shown(m.path) and visible(m.path, hidden, binds)]
+        # A shown home path that is a link (`~/.gitconfig` -> a dotfiles folder) is bound at its name too:
+        # the masked copy of what it leads to goes there as well, over that bind.
+        masked += [Masked(named / m.path.relative_to(real), m.source) for named, real in aliases for m in masks
+                   if m.path == real or m.path.is_relative_to(real)]
         git_protected = git_paths_to_protect(self.root)
         pinned: list[Path] = []
         if access == "read-only":
