@@ -528,6 +528,34 @@ class Workspace:
             return None
         return found[0].decode("utf-8", "replace") if found is not None else None
 
+    def read_for_prompt(self, path: str, offset: int | None = None, limit: int | None = None) -> str:
+        """A file an editor attached to a prompt (`@file`, `ribbit acp`): what a Read of it shows the model,
+        cut to the same output budget, and counted as a Read for Write/Edit's rules; `Error: ...` when it
+        cannot be read (outside the repository, missing, binary)."""
+        from agent.core.tools import ToolError
+        from agent.core.tools.read import ReadArgs
+
+        session = self.session
+        try:
+            args = ReadArgs(file_path=path, offset=offset, limit=limit)
+            context = session.tool_context.for_call("prompt", session.output_budget())
+            return session.tools["Read"].run(args, context)
+        except ToolError as exc:
+            return f"Error: {exc}"
+        except (OSError, ValueError) as exc:
+            return f"Error: cannot read {path}: {exc}"
+
+    def fit_for_prompt(self, text: str) -> str:
+        """Text an editor attached (a selection, an unsaved buffer), cut to one tool result's output budget
+        (its head kept, the cut said)."""
+        budget = self.session.output_budget()
+        if budget.tokens is None or budget.fits(text):
+            return text
+        lines = text.splitlines()
+        kept = budget.head(lines, max(1, budget.tokens - 32), min_lines=1)
+        return "\n".join(lines[:kept]) + (
+            f"\n\n(Showing lines 1-{kept} of {len(lines)}; the rest did not fit the budget of {budget.tokens} tokens.)")
+
     def compact(self, focus: str = "") -> CompactionEvent:
         """`/compact [focus]`: the model summarises the conversation, which goes on from the summary."""
         return self.session.compact(focus=focus)
