@@ -14,7 +14,7 @@ from app.args import Parser, UsageError, on_off, positive, temperature, tui_mode
 from models.backends import spec_forms
 from models.drafting import DRAFT_MODES
 
-SUBCOMMANDS = ("run", "quantize", "eval", "doctor", "undo", "allow", "tour")
+SUBCOMMANDS = ("run", "acp", "quantize", "eval", "doctor", "undo", "allow", "tour")
 
 
 def add_common(parser: argparse.ArgumentParser, tui: bool = False) -> None:
@@ -93,6 +93,16 @@ def run_parser() -> Parser:
     return parser
 
 
+def acp_parser() -> Parser:
+    parser = Parser(prog="ribbit acp", description="an Agent Client Protocol agent on standard input and output, "
+                    "for editors (Zed, JetBrains, Neovim): docs/editors.md")
+    add_common(parser)
+    parser.add_argument("--context", type=positive, default=131_072, metavar="N",
+                        help="context window in tokens (default 131072; capped by what the model was trained on)")
+    parser.add_argument("--no-sandbox", action="store_true", help="run Bash without the sandbox")
+    return parser
+
+
 def report_thread_failures() -> None:
     """A background thread that dies (say, inside the file watcher's library on a 2,000-deep tree)
     prints one line and leaves its traceback in a file, instead of a stack on the user's terminal."""
@@ -123,6 +133,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             parsed = run_parser().parse_args(args[1:])
             return run_command(parsed)
+        if command == "acp":
+            from app.acp.server import acp_main
+
+            parsed = acp_parser().parse_args(args[1:])
+            return acp_main(parsed, version=ribbit_version())
         if command == "quantize":
             from agent.session import tracked_files
             from models.llama_runtime import open_for_logits

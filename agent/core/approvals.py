@@ -31,6 +31,8 @@ PLAN_NO_SANDBOX_REFUSAL = (
     "Bash is not available in plan mode without a sandbox: nothing could keep a command from changing the "
     "repository. Keep exploring with Read and Glob, then end your turn with the plan, without calling a tool."
 )
+# What the model is told after the line saying another session holds the checkout.
+HELD_ADVICE = ". Nothing was changed; tell the user, and go on only with reading."
 # Added to each task sent in plan mode (not to the system prompt, so saved system-prompt states are shared).
 PLAN_TASK_NOTE = (
     "Note: plan mode. Do not change anything: Write and Edit are refused and Bash runs with the repository "
@@ -262,6 +264,8 @@ class BashPlan(BaseModel):
     access: Access
     # A read-only run that fails on a write may ask the user to run it again writable.
     may_ask_to_write: bool = False
+    # Why the command runs read-only although the mode would let it write (another session holds the checkout).
+    held: str | None = None
 
 
 ASK_THEN_WRITE = BashPlan(ask=True, access="read-write")
@@ -345,6 +349,9 @@ class ApprovalOrchestrator:
         self.policy = policy
         self.approver = approver
         self.emit = emit
+        # Why this session may not change the checkout now (another session holds it), else None; the
+        # session sets it (agent.session.checkout_lock), asking takes the checkout when it is free.
+        self.checkout_held: Callable[[], str | None] = lambda: None
 
     @property
     def mode(self) -> Mode:
@@ -356,7 +363,10 @@ class ApprovalOrchestrator:
             self.emit(ModeChanged(mode=mode))
 
     def plan_command(self, command: str) -> BashPlan:
-        return self.policy.plan_bash(command)
+        plan = self.policy.plan_bash(command)
+        if plan.access == "read-write" and self.policy.sandboxed and (held := self.checkout_held()) is not None:
+            return BashPlan(ask=False, access="read-only", held=held)  # refusal() covers Bash without a sandbox
+        return plan
 
     def refusal(self, tool: ToolTraits) -> str | None:
         """Why the mode refuses this tool outright (the `Error:` text for the model), or None."""
@@ -364,6 +374,12 @@ class ApprovalOrchestrator:
             return PLAN_REFUSAL.format(tool=tool.name, explore=PLAN_EXPLORE[self.policy.sandboxed])
         if self.policy.mode == "plan" and tool.runs_commands and not self.policy.sandboxed:
             return PLAN_NO_SANDBOX_REFUSAL
+        # A tool plan mode refuses changes files; a command without a sandbox may too (with one it runs read-only).
+        writes = not tool.allowed_in_plan_mode or (tool.runs_commands and not self.policy.sandboxed)
+        if self.policy.mode != "plan" and writes:
+            held = self.checkout_held()
+            if held is not None:
+                return held + HELD_ADVICE
         return None
 
     def task_note(self) -> str:

@@ -128,6 +128,24 @@ HOME_TOOLCHAINS: tuple[str, ...] = (
     "~/.gitconfig", "${XDG_CONFIG_HOME:-~/.config}/git/config", "${XDG_CONFIG_HOME:-~/.config}/git/ignore",
     "${XDG_CONFIG_HOME:-~/.config}/git/attributes",
 )
+# A toolchain's own settings and logins, in the place the toolchain keeps them, inside a folder
+# HOME_TOOLCHAINS shows: npm's global npmrc under each Node prefix, pip's pip.conf of an interpreter or
+# environment, conda's .condarc (channel tokens). Shown empty (same syntax as HOME_TOOLCHAINS).
+TOOLCHAIN_LOGINS: tuple[str, ...] = (
+    "${NVM_DIR:-~/.nvm}/versions/node/*/etc/npmrc", "${ASDF_DATA_DIR:-~/.asdf}/installs/nodejs/*/etc/npmrc",
+    "${VOLTA_HOME:-~/.volta}/tools/image/node/*/etc/npmrc", "${FNM_DIR:-~/.local/share/fnm}/node-versions/*/installation/etc/npmrc",
+    "${MISE_DATA_DIR:-~/.local/share/mise}/installs/node/*/etc/npmrc", "${PNPM_HOME:-~/.local/share/pnpm}/etc/npmrc",
+    "${PYENV_ROOT:-~/.pyenv}/versions/*/pip.conf", "${ASDF_DATA_DIR:-~/.asdf}/installs/python/*/pip.conf",
+    "${MISE_DATA_DIR:-~/.local/share/mise}/installs/python/*/pip.conf", "~/.virtualenvs/*/pip.conf",
+    "${XDG_DATA_HOME:-~/.local/share}/virtualenvs/*/pip.conf", "${XDG_DATA_HOME:-~/.local/share}/pipx/venvs/*/pip.conf",
+    "${VIRTUAL_ENV:-~/.venv}/pip.conf", "${CONDA_PREFIX:-~/.conda}/.condarc", "${CONDA_PREFIX:-~/.conda}/pip.conf",
+    *(f"~/{conda}/{where}" for conda in ("miniconda3", "anaconda3", "miniforge3", "mambaforge")
+      for where in (".condarc", "condarc", "pip.conf", "envs/*/.condarc", "envs/*/pip.conf")),
+    "~/.conda/envs/*/.condarc", "~/.conda/envs/*/pip.conf",
+    # Logins a toolchain keeps inside its own folder: PlatformIO's account session, Dart's pub login (before
+    # 2.15), .NET's per-user certificate stores (private keys: the ASP.NET development certificate's).
+    "~/.platformio/appstate.json", "~/.pub-cache/credentials.json", "${DOTNET_ROOT:-~/.dotnet}/corefx", "~/.dotnet/corefx",
+)
 # Variables naming a toolchain's folder (or a list of them), shown where they lead into a hidden home.
 TOOLCHAIN_VARIABLES: tuple[str, ...] = (
     "VIRTUAL_ENV", "CONDA_PREFIX", "JAVA_HOME", "GOROOT", "GEM_HOME", "GEM_PATH", "BUNDLE_PATH", "NODE_PATH",
@@ -272,7 +290,7 @@ def _homes(home: Path, euid: int, xdg: tuple[Path, ...] = ()) -> tuple[Path, ...
 
 _VARIABLE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*):-([^}]*)\}")
 # The variables HOME_TOOLCHAINS reads (`${VAR:-...}`).
-_TOOLCHAIN_NAMES = frozenset(m.group(1) for e in HOME_TOOLCHAINS if (m := _VARIABLE.match(e)))
+_TOOLCHAIN_NAMES = frozenset(m.group(1) for e in (*HOME_TOOLCHAINS, *TOOLCHAIN_LOGINS) if (m := _VARIABLE.match(e)))
 
 
 def _toolchain_entry(entry: str, home: Path, environ: Mapping[str, str]) -> list[Path]:
@@ -339,6 +357,33 @@ def _toolchains(key: tuple, homes: tuple[Path, ...]) -> tuple[tuple[Path, Path],
     return tuple(sorted(out.items(), key=lambda pair: (len(pair[0].parts), str(pair[0]))))
 
 
+def toolchain_logins(settings: SandboxSettings, environ: Mapping[str, str]) -> list[Path]:
+    """TOOLCHAIN_LOGINS that exist inside a shown toolchain folder (remembered like home_toolchains)."""
+    homes = hidden_homes(environ)
+    if not homes:
+        return []
+    names = sorted({*_TOOLCHAIN_NAMES, *TOOLCHAIN_VARIABLES, *XDG_FOLDERS, "HOME"})
+    key = (
+        tuple(settings.expose), tuple((n, environ.get(n)) for n in names), int(time.monotonic() // TOOLCHAINS_FRESH_S),
+    )
+    shown = tuple(named for named, _ in home_toolchains(settings, environ))
+    return list(_logins(key, shown))
+
+
+@functools.lru_cache(maxsize=8)
+def _logins(key: tuple, shown: tuple[Path, ...]) -> tuple[Path, ...]:  # type: ignore[type-arg]
+    _, variables, _ = key
+    environ = {name: value for name, value in variables if value is not None}
+    home = home_dir(environ)
+    out: list[Path] = []
+    for entry in TOOLCHAIN_LOGINS:
+        for path in _toolchain_entry(entry, home, environ):
+            path = Path(os.path.normpath(path))
+            if os.path.lexists(path) and any(path.is_relative_to(s) for s in shown):
+                out.append(path)
+    return tuple(out)
+
+
 def hidden_paths(
     settings: SandboxSettings, environ: Mapping[str, str], extra: Iterable[Path] = (), bound: Iterable[Path] = (),
 ) -> list[Path]:
@@ -362,6 +407,7 @@ def hidden_paths(
         *in_home,
         *(Path(p) for p in SOCKET_FOLDERS),
         *([Path(runtime)] if runtime and Path(runtime).is_absolute() else []),
+        *(toolchain_logins(settings, environ) if homes else ()),
         *extra,
         *(expand(p, home) for p in settings.hide),
     ]

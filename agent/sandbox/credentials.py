@@ -54,8 +54,12 @@ _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/?#\s\"']*)@")
 # userinfo before a host where there is no scheme (`alice:PASS@proxy:3128`, `user:pw@host:path`): git
 # takes such a value as a URL (a proxy) or an scp-like address; a colon in it is a password.
 _BARE_USERINFO = re.compile(r"(?i)(^|[\s\"'=(<,])(?![a-z][a-z0-9+.-]*://)([^\s\"'@/:=]+:[^\s\"'@/]*)@(?=[\w\[])")
-# Any userinfo at the start of a proxy's value, scheme or not (`TOKEN@proxy:3128`).
-_PROXY_USERINFO = re.compile(r"(?i)^\s*((?:[a-z][a-z0-9+.-]*://)?)([^\s/@]+)@")
+# Any userinfo at the start of a proxy's value, scheme or not (`TOKEN@proxy:3128`), up to the last `@`
+# before the host (`alice:p@ss@proxy`: curl takes the last one).
+_PROXY_USERINFO = re.compile(r"(?i)^\s*((?:[a-z][a-z0-9+.-]*://)?)([^\s/]+)@")
+# A value (or section name) that is a URL: its authority is everything up to the first `/`, `?` or `#`,
+# and its userinfo everything before the last `@` there, whatever it holds (`'`, a space, an `@`).
+_LEADING_URL = re.compile(r"(?i)^(\s*[a-z][a-z0-9+.-]*://)([^/?#]*)@")
 # Keys whose value is a file git reads credentials or a private key from: shown empty.
 _CREDENTIAL_FILE_KEYS = frozenset({"cookiefile", "sslkey", "sslcert"})
 # A secret-looking query parameter (`?private_token=...`).
@@ -85,6 +89,18 @@ def mask_text(text: str) -> str:
     return _KNOWN_TOKEN.sub(MASK, text)
 
 
+def _mask_url(text: str) -> str:
+    """`text` with the userinfo of a URL it starts with masked as git parses one, then mask_text."""
+
+    def userinfo(match: re.Match[str]) -> str:
+        scheme, info = match.group(1), match.group(2)
+        if scheme.strip().lower() in _SSH_SCHEMES and ":" not in info:
+            return match.group()  # `ssh://git@host`: a user name, no secret
+        return f"{scheme}{MASK}@"
+
+    return mask_text(_LEADING_URL.sub(userinfo, text, count=1))
+
+
 def mask_value(key: str, value: str) -> str:
     """One config value as the sandbox shows it (`key` as `git config --list` prints it)."""
     name = key.rpartition(".")[2].lower()
@@ -98,7 +114,7 @@ def mask_value(key: str, value: str) -> str:
         return MASK  # `!f() { echo password=...; }; f`, `store --file=...`
     if name.endswith("proxy") and name != "gitproxy":  # http.proxy, remote.<name>.proxy, http.<url>.proxy
         value = _PROXY_USERINFO.sub(lambda m: f"{m.group(1)}{MASK}@", value)
-    return mask_text(value)
+    return _mask_url(value)
 
 
 @dataclass(frozen=True)
@@ -148,13 +164,12 @@ def _include_target(value: str, including: Path, home: Path) -> Path | None:
 
 
 def _store_files(helper: str, home: Path) -> list[Path]:
-    """The file a `store` helper keeps passwords in (`store --file=PATH` / `--file PATH`)."""
+    """The file any helper is told to keep passwords in (`--file=PATH` / `--file PATH`): `store`, but also
+    the store by its full path or run from a shell snippet (`!git credential-store --file=PATH $@`)."""
     try:
         words = shlex.split(helper)
     except ValueError:
-        return []
-    if not words or words[0] not in ("store", "git-credential-store"):
-        return []
+        words = helper.split()
     out = []
     for i, word in enumerate(words):
         given = word[len("--file="):] if word.startswith("--file=") else words[i + 1] if word == "--file" and i + 1 < len(words) else None
@@ -167,7 +182,7 @@ def _masked_key(key: str) -> str:
     """A key with its subsection masked as render_config writes it (`url.alice:pw@host:.insteadof`)."""
     section, _, rest = key.partition(".")
     subsection, dot, name = rest.rpartition(".")
-    return f"{section}.{mask_text(subsection)}.{name}" if dot else key
+    return f"{section}.{_mask_url(subsection)}.{name}" if dot else key
 
 
 def render_config(entries: list[tuple[str, str | None]] | None, what: str) -> str:
@@ -179,7 +194,7 @@ def render_config(entries: list[tuple[str, str | None]] | None, what: str) -> st
     for key, value in entries:
         section, _, rest = key.partition(".")
         subsection, _, name = rest.rpartition(".")
-        header = f'[{section} "{_quote(mask_text(subsection))}"]' if subsection else f"[{section}]"
+        header = f'[{section} "{_quote(_mask_url(subsection))}"]' if subsection else f"[{section}]"
         if header != current:
             out.append(header + "\n")
             current = header

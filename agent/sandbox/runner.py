@@ -34,13 +34,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from agent.sandbox.caps import CapLimits, CommandCaps, cgroups_wanted
-from agent.sandbox.credentials import CredentialMasks
+from agent.sandbox.credentials import CredentialMasks, Masked
 from agent.sandbox.seccomp import filter_fd
 from agent.sandbox.bwrap import SandboxView, bwrap_can_cap_tmpfs, bwrap_works, command_line, disk_tmp_base, under_private_tree, visible
 from agent.sandbox.config import (
     Access, SandboxSettings, exposed_aliases, exposed_inside, expand, hidden_paths, host_socket_paths, sandbox_env,
 )
-from agent.fs import CREATE_FLAGS, READ_FLAGS
+from agent.fs import CREATE_FLAGS, READ_FLAGS, WriteObserver
+from agent.sandbox.overlay import OverlayRun, sweep_stale, usable_for
 from agent.paths import home_dir
 
 if TYPE_CHECKING:
@@ -212,6 +213,8 @@ class LocalRunner:
         self.root = root.resolve()
         self.settings = settings or SandboxSettings()
         self.writable_runs = 0  # commands that could change the repository (the journal snapshots after them)
+        # Told of each file ribbit writes for a command whose writes were kept apart (agent.sandbox.overlay).
+        self.write_observer: WriteObserver | None = None
         self.quota = WriteQuota(self.root, self.settings.write_quota_mb)
         # A submodule's `.git` is a work-tree path: guarded as its state was when the session started.
         self.submodules = read_submodules(self.root)
@@ -235,6 +238,15 @@ class LocalRunner:
 
     def wrap(self, argv: list[str], cwd: Path, access: Access, fds: list[int] | None = None) -> list[str]:
         return argv
+
+    def isolates_writes(self, access: Access) -> bool:
+        """Whether a command run so writes only where ribbit applies it afterwards (agent.sandbox.overlay):
+        then nothing else changing the checkout meanwhile is taken for the command's doing."""
+        return False
+
+    def after_command(self) -> list[str]:
+        """Lines for the command's output about what ribbit did with its writes afterwards."""
+        return []
 
     def launch_dir(self, cwd: Path) -> Path:
         return cwd if cwd.is_dir() else self.root
@@ -295,6 +307,8 @@ class LocalRunner:
             if access == "read-write":
                 for line in put_back_submodule_gits(self.submodules, self.root):
                     capture.feed(("\n" + line).encode())
+            for line in self.after_command():
+                capture.feed(("\n" + line).encode())
             os.close(cwd_write)
             cwd_write = -1
             final_cwd = _read_cwd(cwd_read)
@@ -388,6 +402,36 @@ class BwrapRunner(LocalRunner):
         # (emptied after every command; ribbit never reads from it).
         self._disk_tmp = None if bwrap_can_cap_tmpfs() else Path(tempfile.mkdtemp(prefix="ribbit-sandbox-tmp-", dir=disk_tmp_base()))
         self.git_masks = CredentialMasks(self.root)
+        # Writable commands write through an overlay ribbit applies afterwards, where this system allows it.
+        self.overlay_base = usable_for(self.root)
+        if self.overlay_base is not None:
+            sweep_stale(self.overlay_base)
+        self._overlay: OverlayRun | None = None
+        self._overlay_lines: list[str] = []
+
+    def isolates_writes(self, access: Access) -> bool:
+        return access == "read-write" and self.overlay_base is not None
+
+    def after_command(self) -> list[str]:
+        lines, self._overlay_lines = self._overlay_lines, []
+        return lines
+
+    @contextmanager
+    def _overlay_for(self, access: Access) -> Iterator[None]:
+        """The command's overlay while it runs; its upper layer applied to the checkout when it has ended."""
+        if not self.isolates_writes(access):
+            yield
+            return
+        assert self.overlay_base is not None
+        self._overlay = OverlayRun(self.root, self.overlay_base)
+        try:
+            yield
+        finally:
+            overlay, self._overlay = self._overlay, None
+            try:
+                self._overlay_lines = overlay.apply(self.write_observer).lines()
+            finally:
+                overlay.close()
 
     def close(self) -> None:
         super().close()
@@ -424,7 +468,8 @@ class BwrapRunner(LocalRunner):
                 (self._disk_tmp / sub).mkdir(mode=0o700, exist_ok=True)
         seccomp = filter_fd()
         try:
-            yield [seccomp]
+            with self._overlay_for(access):
+                yield [seccomp]
         finally:
             os.close(seccomp)
             for dot_git, info in made:
@@ -454,8 +499,15 @@ class BwrapRunner(LocalRunner):
         binds = [*bound, *exposed, *(named for named, _ in aliases)]
         # A mask under another one is needed only where a bind in between shows the path again.
         hidden = [p for p in hidden if visible(p, hidden, binds, below=True)]
+        # A shown folder reached through a link is bound at its name too: what is hidden inside it, there as well.
+        hidden += [named / h.relative_to(real) for named, real in aliases for h in hidden if h != real and h.is_relative_to(real)]
         sockets = [s for s in host_socket_paths() if shown(s) and visible(s, hidden, binds)]
-        masked = [m for m in self.git_masks.mounts() if shown(m.path) and visible(m.path, hidden, binds)]
+        masks = self.git_masks.mounts()
+        masked = [m for m in masks if shown(m.path) and visible(m.path, hidden, binds)]
+        # A shown home path that is a link (`~/.gitconfig` -> a dotfiles folder) is bound at its name too:
+        # the masked copy of what it leads to goes there as well, over that bind.
+        masked += [Masked(named / m.path.relative_to(real), m.source) for named, real in aliases for m in masks
+                   if m.path == real or m.path.is_relative_to(real)]
         git_protected = git_paths_to_protect(self.root)
         pinned: list[Path] = []
         if access == "read-only":
@@ -472,7 +524,13 @@ class BwrapRunner(LocalRunner):
 
     def wrap(self, argv: list[str], cwd: Path, access: Access, fds: list[int] | None = None) -> list[str]:
         """bwrap's command line; `fds`: what `prepared` yielded (the seccomp filter, agent.sandbox.seccomp)."""
-        return command_line(self.view(access), argv, cwd, disk_tmp=self._disk_tmp, seccomp_fd=fds[0] if fds else None)
+        line = command_line(self.view(access), argv, cwd, disk_tmp=self._disk_tmp, seccomp_fd=fds[0] if fds else None)
+        overlay = self._overlay
+        if overlay is None:
+            return line
+        at = len(line) - len(argv) - 1  # bubblewrap's `--` before the command
+        assert line[at] == "--"
+        return overlay.prefix() + line[:at] + overlay.bwrap_options() + line[at:]
 
 
 def git_paths_to_protect(root: Path) -> list[Path]:

@@ -29,6 +29,8 @@ def agent_checks(root: Path, model_bytes: int = 0) -> list[Check]:
         else f"NO SANDBOX: {why}; every Bash call will ask for approval, and full-auto needs --no-sandbox",
     ))
     checks += sandbox_checks(root, ok)
+    if ok:
+        checks.append(overlay_check())
     checks.append(caps_check(model_bytes))
     # Says which journal is in use without creating a private one.
     from agent.undo.ignored import IGNORED_BYTES_BUDGET, IGNORED_FILES_BUDGET
@@ -147,6 +149,18 @@ def sandbox_checks(root: Path, sandbox_ok: bool) -> list[Check]:
             detail=WriteQuota(root, settings.write_quota_mb).describe() + " (sandbox.toml: write_quota_mb; 0 = none)",
         ))
     return checks
+
+
+def overlay_check() -> Check:
+    """Whether a writable command's changes can be kept apart from everyone else's (agent.sandbox.overlay)."""
+    from agent.sandbox.overlay import overlay_works
+
+    if overlay_works():
+        return Check(name="command overlay", ok=True, detail=(
+            "a writable command writes through an overlay applied when it ends: what you change meanwhile stays yours"))
+    return Check(name="command overlay", ok=False, detail=(
+        "cannot mount an overlay for commands here (unshare + overlayfs in a user namespace): what changes while "
+        "a writable command runs counts as the command's, and undo would take it back"))
 
 
 def caps_check(model_bytes: int) -> Check:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agent.session.checkout_lock import CheckoutLock
 from agent.session.store import SessionStore
 from agent.undo.journal import JournalError, SessionSnapshots, UndoResult, open_journals
 
@@ -37,5 +38,12 @@ def undo_session(root: Path, session_id: str | None = None) -> UndoResult:
             raise JournalError("nothing to undo: no session that changed files is journaled here")
         session_id = pending[-1].session_id
     journal = next((j for j in journals if j.session_snapshots(session_id)), journals[0])
-    return journal.undo_session(session_id)
+    lock = CheckoutLock(journal.top, what="ribbit undo")
+    held = lock.try_take()  # a session writing in this repository now: its files are not put back under it
+    if held is not None:
+        raise JournalError(held)
+    try:
+        return journal.undo_session(session_id)
+    finally:
+        lock.release()
 

@@ -24,6 +24,7 @@ from agent.undo.ignored import COMPILED, OutsideChanges, is_cache
 from agent.core.tools import CallSummary, tool_class
 from agent.core.tools.readstate import ReadState
 from agent.undo.runs_later import compiled_from_source, runs_later
+from agent.session.checkout_lock import CheckoutLock
 from agent.session.resume import SessionResume
 from agent.sandbox.runner import CommandRunner, LocalRunner, make_runner, sandbox_available
 from agent.sandbox.config import SandboxConfigError, load_settings
@@ -222,9 +223,10 @@ class JournaledWrites:
     """The write observer of the agent's Write/Edit: the journal records a file it leaves outside before
     the write lands (agent.undo.journal.Journal.guard_write), then the watcher is told as before."""
 
-    def __init__(self, journal: Journal, watcher: RepoWatcher | None) -> None:
+    def __init__(self, journal: Journal, watcher: RepoWatcher | None, notify: Callable[[str], None] | None = None) -> None:
         self.journal = journal
         self.watcher = watcher
+        self.notify = notify or (lambda line: None)
 
     def expect_write(self, path: Path, data: bytes | None) -> None:
         self.journal.guard_write(path)
@@ -234,6 +236,23 @@ class JournaledWrites:
     def agent_wrote(self, path: Path) -> None:
         if self.watcher is not None:
             self.watcher.agent_wrote(path)
+
+    def changed_before_write(self, path: Path) -> None:
+        """The file changed while the agent's change to it waited (for approval): an undo point holding that
+        version, as someone else's, before the change lands, so undoing the change gives it back."""
+        if not self.journal.snapshots:
+            return
+        foreign: set[str] = set()
+        mixed: set[str] = set()
+        if self.watcher is not None:
+            self.watcher.sync()  # its event, delivered now, is judged as what it is: not the agent's
+            foreign, mixed = self.watcher.take_since_snapshot()
+        try:
+            foreign.add(path.relative_to(self.journal.root).as_posix())
+        except ValueError:
+            pass
+        for line in self.journal.record_step("changed outside while a change waited", foreign=foreign, mixed=mixed):
+            self.notify(line)
 
 
 @dataclass
@@ -257,6 +276,8 @@ class Workspace:
     # The saved session (agent.session.store): resume, rewind; None when not saved.
     saved: SessionResume | None = None
     report: TaskReport | None = None
+    # One writer per repository (agent.session.checkout_lock): held from the first write (or the start) to close.
+    checkout: CheckoutLock | None = None
     # `@` completion's file list (agent.session.mentions), rebuilt after files come or go.
     files: FileIndex | None = None
     # `!command`s: in the sandbox (sandbox.toml's bang_sandbox) or as the user; their outputs wait here for
@@ -482,6 +503,7 @@ class Workspace:
         """`/undo`: the journal's undo_last (JournalError with one line when it refuses); the watcher is
         told of each write first, so the undo is not reported as an outside change. After a step the journal
         could not record, what others changed since (the watcher saw it) is kept, never undone with it."""
+        self._check_checkout()
         watcher = self.watcher
         if watcher is not None and self.journal.has_pending():
             self.journal.others_changed(*watcher.take_since_snapshot())
@@ -493,6 +515,11 @@ class Workspace:
             result = self.journal.undo_last(observer=watcher)
             kept += [p for p in result.kept if p not in kept]
         return result.model_copy(update={"kept": kept})
+
+    def _check_checkout(self) -> None:
+        held = self.checkout.try_take() if self.checkout is not None else None
+        if held is not None:
+            raise JournalError(held)
 
     def session_diff(self) -> list[tuple[str, str]]:
         """(path, unified diff) for each file the session changed, against the state at start. Runs git:
@@ -523,6 +550,34 @@ class Workspace:
             return None
         return found[0].decode("utf-8", "replace") if found is not None else None
 
+    def read_for_prompt(self, path: str, offset: int | None = None, limit: int | None = None) -> str:
+        """A file an editor attached to a prompt (`@file`, `ribbit acp`): what a Read of it shows the model,
+        cut to the same output budget, and counted as a Read for Write/Edit's rules; `Error: ...` when it
+        cannot be read (outside the repository, missing, binary)."""
+        from agent.core.tools import ToolError
+        from agent.core.tools.read import ReadArgs
+
+        session = self.session
+        try:
+            args = ReadArgs(file_path=path, offset=offset, limit=limit)
+            context = session.tool_context.for_call("prompt", session.output_budget())
+            return session.tools["Read"].run(args, context)
+        except ToolError as exc:
+            return f"Error: {exc}"
+        except (OSError, ValueError) as exc:
+            return f"Error: cannot read {path}: {exc}"
+
+    def fit_for_prompt(self, text: str) -> str:
+        """Text an editor attached (a selection, an unsaved buffer), cut to one tool result's output budget
+        (its head kept, the cut said)."""
+        budget = self.session.output_budget()
+        if budget.tokens is None or budget.fits(text):
+            return text
+        lines = text.splitlines()
+        kept = budget.head(lines, max(1, budget.tokens - 32), min_lines=1)
+        return "\n".join(lines[:kept]) + (
+            f"\n\n(Showing lines 1-{kept} of {len(lines)}; the rest did not fit the budget of {budget.tokens} tokens.)")
+
     def compact(self, focus: str = "") -> CompactionEvent:
         """`/compact [focus]`: the model summarises the conversation, which goes on from the summary."""
         return self.session.compact(focus=focus)
@@ -534,6 +589,8 @@ class Workspace:
             from agent.session.store import SessionError
 
             raise SessionError("this session is not saved, so it has no rewind points")
+        if files:
+            self._check_checkout()
         with self.session.exclusive():  # not while a preload reads the system prompt
             return self.saved.rewind(index, files=files, conversation=conversation)
 
@@ -563,6 +620,8 @@ class Workspace:
         self.runner.close()
         if self.outputs is not None:
             self.outputs.close()
+        if self.checkout is not None:
+            self.checkout.release()
 
 
 def open_workspace(
@@ -613,7 +672,12 @@ def open_workspace(
     journal = Journal(root, session_id, namespace=journal_namespace or NAMESPACE)
     if isinstance(base_runner, LocalRunner):
         journal.limit_store(base_runner.quota)  # the journal's copies of what commands wrote count too
-    swept = journal.sweep_temp_files()
+    checkout = CheckoutLock(journal.top, what=f"{mode} mode")
+    held = checkout.try_take()
+    swept = journal.sweep_temp_files() if held is None else []  # another session's writes in flight are no leftovers
+    if mode == "plan":
+        checkout.release()  # plan mode changes nothing: it shares (and takes the checkout at its first write)
+        held = None
     if resume is not None:
         journal.resume()  # undo goes on where the session left off
     elif read_only is None:
@@ -632,6 +696,8 @@ def open_workspace(
     read_state = ReadState()
     watcher: RepoWatcher | None = None
     notices = [SetupNotice(sandbox_status, live=not runner.sandboxed and not no_sandbox)]
+    if held is not None:
+        notices.append(SetupNotice(held, live=True))
     if swept:
         notices.append(SetupNotice("removed temp files left by an interrupted write: " + ", ".join(swept[:5]), live=True))
     notes = Notes()
@@ -654,9 +720,14 @@ def open_workspace(
     outputs = SavedOutputs()  # cut Bash outputs, for Read to page through (outside the repository)
     session = AgentSession(
         model, root, policy=policy, approver=approver, runner=runner, sink=session_sink, limits=limits,
-        read_state=read_state, write_observer=JournaledWrites(journal, watcher), reasoning=reasoning, outputs=outputs,
+        read_state=read_state, write_observer=JournaledWrites(journal, watcher, lambda line: sink(NoticeEvent(level="warning", text=line))), reasoning=reasoning, outputs=outputs,
         notes=notes, after_step=snapshot_changes(journal, base_runner, watcher, sink),
     )
+    session.approvals.checkout_held = checkout.try_take
+    if isinstance(base_runner, LocalRunner):
+        # A command's writes kept apart (agent.sandbox.overlay) are told to the watcher, which knows them by
+        # content; not to the journal's guard (a command filling .venv must not pin each file into the journal).
+        base_runner.write_observer = watcher
     saved: SessionResume | None = None
     session.before_task = lambda prompt: report.task_started()
     if recorder is not None:
@@ -686,7 +757,7 @@ def open_workspace(
     return Workspace(
         session=session, journal=journal, runner=runner, watcher=watcher, sandbox_status=sandbox_status,
         watch_status=watcher.message if watcher else "", notices=notices, no_sandbox=no_sandbox,
-        outputs=outputs, saved=saved, report=report, files=files, bang_sandbox=settings.bang_sandbox,
+        outputs=outputs, saved=saved, report=report, files=files, bang_sandbox=settings.bang_sandbox, checkout=checkout,
     )
 
 

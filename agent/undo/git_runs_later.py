@@ -102,16 +102,41 @@ def _repo(root: Path) -> GitRepo | None:
 def _read(root: Path, repo: GitRepo) -> GitRunsLater:
     found = GitRunsLater(watched=[repo.git_dir / "config", repo.git_dir / "config.worktree", repo.git_dir / "HEAD"])
     env = {"GIT_DIR": str(repo.git_dir), "GIT_WORK_TREE": str(repo.work_tree)}
-    try:
-        proc = run_git(["config", "--list", "--show-origin", "--includes", "-z"], cwd=repo.work_tree, env=env,
-                       work_tree=repo.work_tree, check=False, timeout=30, read_user_config=True)
-    except GitError:
+    listing = _config_listing(["--includes"], repo, env, user=True)
+    if listing is None:
         return found
-    if proc.returncode != 0:
-        return found
-    records = os.fsdecode(proc.stdout).split("\0")
     home = Path(os.environ.get("HOME") or Path.home())
     origins: list[Path] = []
+    pending = _take(found, root, repo, home, listing, origins)
+    # An include whose condition does not hold now (`includeIf "onbranch:release"`, `gitdir:`) holds later,
+    # after the user's next `git switch`: what it would make git run counts already. Read as files, with
+    # their own includes, whatever their conditions.
+    while pending and len(origins) < MAX_ORIGINS:
+        target = pending.pop(0)
+        if target in origins or not target.is_file():
+            continue
+        listing = _config_listing(["--file", str(target), "--no-includes"], repo, env, user=False)
+        if listing:
+            pending += _take(found, root, repo, home, listing, origins)
+        if target not in origins:
+            origins.append(target)
+    found.watched += origins
+    return found
+
+
+def _config_listing(args: list[str], repo: GitRepo, env: dict[str, str], *, user: bool) -> str | None:
+    try:
+        proc = run_git(["config", *args, "--list", "--show-origin", "-z"], cwd=repo.work_tree, env=env,
+                       work_tree=repo.work_tree, check=False, timeout=30, read_user_config=user)
+    except GitError:
+        return None
+    return os.fsdecode(proc.stdout) if proc.returncode == 0 else None
+
+
+def _take(found: GitRunsLater, root: Path, repo: GitRepo, home: Path, listing: str, origins: list[Path]) -> list[Path]:
+    """Count what one `--show-origin -z` listing makes git run or read; the include targets it names."""
+    records = listing.split("\0")
+    includes: list[Path] = []
     for origin, entry in zip(records[0::2], records[1::2]):
         key, _, value = entry.partition("\n")
         lowered = key.lower()
@@ -124,6 +149,7 @@ def _read(root: Path, repo: GitRepo) -> GitRunsLater:
             target = _target(value, path.parent if path is not None else repo.git_dir, home)
             if target is not None:
                 found.watched.append(target)
+                includes.append(target)
                 _add_file(found, root, target, "git config included by the repository's config (git runs what it names)")
         elif lowered == "core.hookspath" and value:
             target = _target(value, repo.work_tree, home)
@@ -131,11 +157,16 @@ def _read(root: Path, repo: GitRepo) -> GitRunsLater:
                 rel = _inside(root, target)
                 if rel is not None:
                     found.folders.setdefault(rel, "git hooks (core.hooksPath: git runs them)")
-        elif variable in COMMAND_KEYS and value.strip().lower() not in _FALSE:
-            for word in _words(value):
+        elif variable in COMMAND_KEYS and value.strip().lower() not in _FALSE or value.lstrip().startswith("!"):
+            for word in _words(value):  # a command: every word (`!` is how an alias or an update runs one)
                 _add_file(found, root, repo.work_tree / word, f"a program git runs ({key})")
-    found.watched += origins
-    return found
+        else:
+            # Any other key: a value naming a path in the work tree may be a program git runs (`pager.log`,
+            # `browser.<tool>.path`, `sendemail.smtpServer`...); keys nobody listed count by default.
+            for word in _words(value):
+                if "/" in word and ":" not in word and "*" not in word:
+                    _add_file(found, root, repo.work_tree / word, f"a path git config names ({key}: git may run it)")
+    return includes
 
 
 def _origin_file(origin: str, work_tree: Path) -> Path | None:

@@ -58,6 +58,30 @@ RUNS_LATER: tuple[tuple[str, str], ...] = (
     ("Dockerfile", "a container build file"), ("BUILD", "a build file (bazel)"), ("BUILD.bazel", "a build file (bazel)"),
     ("WORKSPACE", "a build file (bazel)"), ("MODULE.bazel", "a build file (bazel)"), ("*.bzl", "a build file (bazel)"),
     (".bazelrc", "bazel settings (the commands it runs)"),
+    ("taskfile.yaml", "a build file (task)"), ("BUCK", "a build file (buck)"), ("WORKSPACE.bazel", "a build file (bazel)"),
+    ("Directory.Build.props", "MSBuild settings (imported by every project below)"),
+    ("Directory.Build.targets", "MSBuild targets (imported by every project below)"),
+    ("*.csproj", "an MSBuild project (its tasks run on build)"), ("*.fsproj", "an MSBuild project (its tasks run on build)"),
+    ("*.vbproj", "an MSBuild project (its tasks run on build)"), ("*.vcxproj", "an MSBuild project (its tasks run on build)"),
+    ("*.props", "MSBuild settings (imported by projects)"), ("*.targets", "MSBuild targets (imported by projects)"),
+    ("Package.swift", "a Swift package (a program swift build runs)"), ("project.clj", "a build file (leiningen: a program)"),
+    ("build.zig", "a build file (zig: a program)"), ("build.sc", "a build file (mill: a program)"),
+    ("build.mill", "a build file (mill: a program)"), ("*.sbt", "a build file (sbt)"),
+    ("project/*.scala", "an sbt build definition (a program)"), ("conanfile.py", "a conan recipe (a program)"),
+    ("dune", "a build file (dune: rules run commands)"), ("build.xml", "a build file (ant: tasks run commands)"),
+    ("premake*.lua", "a build file (premake: a program)"), ("xmake.lua", "a build file (xmake: a program)"),
+    ("*.cabal", "a Haskell package (custom setup, build tools)"), ("cabal.project", "cabal settings (what it builds and runs)"),
+    ("CMakeUserPresets.json", "cmake presets (the commands they name)"),
+    ("doc*/conf.py", "Sphinx settings (a program sphinx-build and Read the Docs run)"),
+    ("source/conf.py", "Sphinx settings (a program sphinx-build and Read the Docs run)"),
+    ("mkdocs.yml", "MkDocs settings (hooks and plugins it runs)"), ("mkdocs.yaml", "MkDocs settings (hooks and plugins it runs)"),
+    ("hatch.toml", "hatch settings (build hooks, scripts)"), ("pixi.toml", "pixi tasks"), ("devbox.json", "devbox (init hooks, scripts)"),
+    ("nx.json", "Nx settings (commands it runs)"), ("project.json", "an Nx project (commands it runs)"),
+    ("dvc.yaml", "DVC pipeline (commands it runs)"), ("skaffold.yaml", "skaffold (builds and hooks it runs)"),
+    ("environment.yml", "a conda environment (pip installs from it)"), ("environment.yaml", "a conda environment (pip installs from it)"),
+    ("requirements*.txt", "Python requirements (pip install runs what they name: index URLs, local and VCS packages)"),
+    ("requirements/*.txt", "Python requirements (pip install runs what they name: index URLs, local and VCS packages)"),
+    ("action.yml", "a GitHub action (a workflow's `uses: ./` runs it)"), ("action.yaml", "a GitHub action (a workflow's `uses: ./` runs it)"),
     # Package managers: install scripts, plugins, and the package manager itself committed to the repository.
     ("setup.py", "a Python build script (pip install runs it)"), ("setup.cfg", "Python build and test settings (plugins)"),
     ("pyproject.toml", "Python build settings (build hooks, entry points)"),
@@ -191,8 +215,8 @@ def runs_later(path: str, root: Path | None = None) -> str | None:
     if not parts:
         return None
     for part in parts[:-1]:
-        if part in ENVIRONMENT_FOLDERS:
-            return ENVIRONMENT_FOLDERS[part]
+        if part.lower() in ENVIRONMENT_FOLDERS:  # any case: a case-insensitive disk (macOS) reads Site-Packages too
+            return ENVIRONMENT_FOLDERS[part.lower()]
     if root is not None:
         if _in_virtualenv(root, parts[:-1]):
             return VIRTUALENV
@@ -204,7 +228,9 @@ def runs_later(path: str, root: Path | None = None) -> str | None:
 
 class _Kinds:
     """A pattern table (RUNS_LATER's syntax) compiled once: exact names by dict, the rest by regex or
-    folder tuples; `first` gives the reason of the earliest entry that matches, as a scan in order would."""
+    folder tuples; `first` gives the reason of the earliest entry that matches, as a scan in order would.
+    Case is ignored: on a case-insensitive disk (macOS's default) pytest finds `Conftest.py` as
+    `conftest.py`, npm `PACKAGE.JSON`, direnv `sub/.Envrc`."""
 
     def __init__(self, table: tuple[tuple[str, str], ...]) -> None:
         self.names: dict[str, tuple[int, str]] = {}
@@ -213,19 +239,20 @@ class _Kinds:
         self.tails: list[tuple[int, tuple[re.Pattern[str], ...], str]] = []
         for index, (pattern, why) in enumerate(table):
             if pattern.endswith("/"):
-                self.folders.append((index, tuple(pattern.rstrip("/").split("/")), why))
+                self.folders.append((index, tuple(pattern.lower().rstrip("/").split("/")), why))
             elif "/" in pattern:
-                parts = tuple(re.compile(fnmatch.translate(p)) for p in pattern.split("/"))
+                parts = tuple(re.compile(fnmatch.translate(p), re.IGNORECASE) for p in pattern.split("/"))
                 self.tails.append((index, parts, why))
             elif any(c in pattern for c in "*?["):
-                self.wild.append((index, re.compile(fnmatch.translate(pattern)), why))
+                self.wild.append((index, re.compile(fnmatch.translate(pattern), re.IGNORECASE), why))
             else:
-                self.names.setdefault(pattern, (index, why))
+                self.names.setdefault(pattern.lower(), (index, why))
 
     def first(self, parts: tuple[str, ...]) -> str | None:
-        found = [self.names[parts[-1]]] if parts[-1] in self.names else []
+        name = parts[-1].lower()
+        found = [self.names[name]] if name in self.names else []
         found += [(i, why) for i, regex, why in self.wild if regex.match(parts[-1])]
-        folders = parts[:-1]
+        folders = tuple(p.lower() for p in parts[:-1])
         for i, wanted, why in self.folders:
             if wanted[0] in folders and any(folders[k:k + len(wanted)] == wanted for k in range(len(folders) - len(wanted) + 1)):
                 found.append((i, why))
@@ -244,8 +271,19 @@ def listed_kind(parts: tuple[str, ...]) -> str | None:
     return _LISTED.first(parts)
 
 
+# Task and build files by the `*file` convention (Makefile, Justfile, Earthfile, Tiltfile, Procfile, Snakefile,
+# Containerfile...): a capitalised or all-capitals name ending in "file", whatever its suffix or prefix
+# (`Makefile.local`, `Taskfile.dist.yml`, `dev.Dockerfile`), at any depth; not a document, data or a backup
+# (`Makefile.txt`, `Profile.json`, `Makefile.orig`).
+TASK_FILE = "a build or task file (a `*file` name: the tool of that name runs what it lists)"
+_TASK_FILE = re.compile(r"(?:.*\.)?(?:[A-Z][A-Za-z]*file|[A-Z]+FILE)"
+                        r"(?:\.(?!(?:txt|md|rst|adoc|html|pdf|json|csv|png|svg|orig|bak|rej|swp)$)[^/]*)?")
+
+
 def _unlisted(parts: tuple[str, ...]) -> str | None:
     """A dotfile at the root or a file in a dot-folder that INERT does not list: some tool's settings."""
+    if _TASK_FILE.fullmatch(parts[-1]):
+        return TASK_FILE
     dotted = (len(parts) == 1 and parts[0].startswith(".")) or any(p.startswith(".") for p in parts[:-1])
     if not dotted or _INERT.first(parts) is not None:
         return None

@@ -106,7 +106,12 @@ class BashTool(Tool[BashArgs]):
         spool = ctx.outputs.new_spool() if ctx.outputs is not None else None
         result = self._execute(args, ctx, plan.access, spool)
         note = ""
-        if tried_to_write(result):
+        held = plan.held
+        if held is None and plan.may_ask_to_write and tried_to_write(result):
+            held = approvals.checkout_held()  # running it again writable needs the checkout
+        if held is not None:
+            note = f"Note: the command ran read-only: {held}." if plan.held or tried_to_write(result) else ""
+        elif tried_to_write(result):
             # Ask mode means what it says: a command that needs to write runs only after a yes.
             decision = approvals.decide(
                 CommandNeed(args.command, tried_to_write=True),

@@ -53,6 +53,7 @@ class WriteTool(Tool[WriteArgs]):
         if len(args.content) > MAX_EDIT_BYTES:
             raise ToolError(f"the content is {len(args.content)} characters; Write takes at most {MAX_EDIT_BYTES}")
         old_text: str | None = None
+        data: bytes | None = None
         if path.exists():
             ctx.read_state.check_writable(path, shown)
             data, _ = read_for_edit(path, shown)
@@ -63,8 +64,10 @@ class WriteTool(Tool[WriteArgs]):
                 return f"{shown} already has exactly this content; nothing changed."
         outcome = ctx.changes.propose(
             tool_call_id=ctx.tool_call_id, tool=self.name, path=path, display=shown,
-            old_text=old_text, new_text=args.content,
+            old_text=old_text, new_text=args.content, base=data,
         )
+        if outcome.stale:
+            raise ToolError(outcome.stale)
         if not outcome.applied:
             return rejection_text(shown, outcome.reason)
         if outcome.applied_hunks is not None:
