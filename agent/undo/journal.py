@@ -33,7 +33,9 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from agent.fs import TEMP_SUFFIX, ApplyError, WriteObserver, atomic_symlink, atomic_write, remove_empty_dir, remove_file
+from agent.fs import (
+    TEMP_SUFFIX, ApplyError, WriteObserver, atomic_symlink, atomic_write, remove_empty_dir, remove_empty_folders, remove_file,
+)
 from agent.git import (
     GitError,
     GitRepo,
@@ -1018,12 +1020,7 @@ class _UndoPlan:
         return restored, deleted
 
     def _prune(self, path: Path) -> None:
-        folder = path.parent
-        root = self.journal.root
-        while folder != root and folder.is_relative_to(root):
-            if not remove_empty_dir(folder):
-                return
-            folder = folder.parent
+        remove_empty_folders(path.parent, self.journal.root)
 
 
 _NO_ENTRY = TreeEntry("", "")
