@@ -32,6 +32,7 @@ SLOW_FIXTURES = frozenset({
 SLOW_NAMES = frozenset({
     # llama.cpp: the backend, its runtime, and tests/engine/conftest.py's helpers that load the embedded model
     "LlamaCppModel", "LlamaRuntime", "open_llama", "Llama", "make_model", "fresh_logits",
+    "load_llama",  # quantize.verify's: a GGUF loaded to generate from
     # Textual's Pilot
     "run_test",
     # ribbit as a process of its own (tests/safety/cli.py, tests/functional/helpers.py)
