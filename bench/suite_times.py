@@ -1,7 +1,7 @@
 """`python -m bench.suite_times`: how long the quick tier and the whole test suite take here, in figures.
 
-Runs, one after the other from the checkout's root, the quick tier (`pytest -m quick`, tests/tiers.py)
-and the whole suite as the README runs it, and prints each one's wall time, CPU time and test count
+Runs, one after the other from the checkout's root, the quick tier (`pytest -m quick -n 2`,
+tests/tiers.py) and the whole suite as the README runs it, and prints each one's wall time, CPU time and test count
 (docs/testing.md keeps the figures). Both run in this interpreter; nothing else should be running.
 
     python -m bench.suite_times [--quick-only] [--runs N] [-- EXTRA PYTEST ARGS]
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TIERS = {"quick tier": ["-m", "quick"], "whole suite": []}
+TIERS = {"quick tier": ["-m", "quick", "-n", "2"], "whole suite": ["--durations=20"]}  # as docs/testing.md runs them
 SUMMARY = re.compile(r"(\d+) (passed|failed|errors?|skipped|deselected)")
 
 

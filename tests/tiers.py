@@ -2,7 +2,7 @@
 
 `quick` — unit and replay-driven tests in this process: no llama.cpp model, no Textual Pilot or
 snapshot, no terminal (tmux), no ribbit started as a process of its own, no 1,000-deep trees.
-`python -m pytest -m quick` runs them. `slow` — everything else; the whole suite runs both.
+`python -m pytest -m quick -n 2` runs them. `slow` — everything else; the whole suite runs both.
 
 At collection a test is `slow` when it is marked `real_model` or `slow`, asks for a fixture that builds
 or drives one of those (SLOW_FIXTURES), or when its code — its body, the test helpers it calls
@@ -32,7 +32,7 @@ SLOW_FIXTURES = frozenset({
 SLOW_NAMES = frozenset({
     # llama.cpp: the backend, its runtime, and tests/engine/conftest.py's helpers that load the embedded model
     "LlamaCppModel", "LlamaRuntime", "open_llama", "Llama", "make_model", "fresh_logits",
-    "load_llama",  # quantize.verify's: a GGUF loaded to generate from
+    "load_llama", "open_for_logits",  # a GGUF loaded to generate from or compare logits
     # Textual's Pilot
     "run_test",
     # ribbit as a process of its own (tests/safety/cli.py, tests/functional/helpers.py)
