@@ -38,6 +38,17 @@ class ApplyError(OSError):
     """A write the safety rules refuse (binary target, inside .git/, a link on the way). One line."""
 
 
+class ChangedOnDisk(ApplyError):
+    """`atomic_write(expect=...)`: the file is no longer what the change was made from; nothing was written."""
+
+
+class _Anything:
+    """`atomic_write`'s default `expect`: whatever is there is replaced."""
+
+
+ANYTHING = _Anything()
+
+
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: a FIFO opens at once instead of waiting for a writer.
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -142,7 +153,7 @@ def _refuse_binary(fd: int, name: str, path: Path) -> None:
 
 def atomic_write(
     path: Path, data: bytes, mode: int | None = None, *, allow_binary: bool = False, executable: bool | None = None,
-    observer: WriteObserver | None = None,
+    observer: WriteObserver | None = None, expect: bytes | None | _Anything = ANYTHING,
 ) -> None:
     """Replace `path` with `data` so that a crash at any moment leaves it fully old or fully new.
 
@@ -152,6 +163,8 @@ def atomic_write(
     bit). `allow_binary` is for undo/review restoring exact journal bytes.
     Folders are walked without following links (see `parent_dir`); a link at `path` itself is
     replaced by the file, never written through.
+    `expect`: what the file must still hold (bytes; None: nothing there), compared as late as possible,
+    in the same folder descriptor right before the rename; ChangedOnDisk (nothing written) if it does not.
     """
     refuse_git_dir(path)
     with parent_dir(path, create=True) as fd:
@@ -176,6 +189,8 @@ def atomic_write(
                 os.fchmod(handle, mode)
             finally:
                 os.close(handle)
+            if not isinstance(expect, _Anything) and _holds(fd, name) != expect:
+                raise ChangedOnDisk(f"{path} changed on disk since the change was made from it")
             if observer is not None:
                 observer.expect_write(path, data)
             os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
@@ -186,6 +201,24 @@ def atomic_write(
                 pass
             raise
         os.fsync(fd)
+
+
+def _holds(fd: int, name: str) -> bytes | None | _Anything:
+    """The bytes of the regular file `name` in folder `fd` (None: nothing there; ANYTHING: something that is
+    not a regular file, which no expectation matches)."""
+    try:
+        handle, _info = open_regular(name, dir_fd=fd)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return ANYTHING
+    try:
+        chunks = []
+        while chunk := os.read(handle, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(handle)
 
 
 def write_new_file(path: Path, data: bytes, *, executable: bool = False) -> None:
@@ -279,8 +312,18 @@ def _parents_chain(path: Path, keep: int) -> list[int]:
     return chain
 
 
-def atomic_symlink(path: Path, target: str) -> None:
-    """Replace `path` with a symlink to `target`, atomically (used by undo for git symlinks)."""
+# What a write observer is told a link will hold: never the bytes of a text file ribbit writes.
+LINK_MARK = b"\0ribbit-link\0"
+
+
+def special_mark(mode: int) -> bytes:
+    """What a write observer is told a FIFO or socket holds (agent.undo.watcher hashes one the same way)."""
+    return LINK_MARK + (b"fifo" if stat.S_ISFIFO(mode) else b"socket")
+
+
+def atomic_symlink(path: Path, target: str, observer: WriteObserver | None = None) -> None:
+    """Replace `path` with a symlink to `target`, atomically (used by undo for git symlinks). The observer is
+    told LINK_MARK + the target's bytes (agent.undo.watcher hashes a link the same way)."""
     refuse_git_dir(path)
     with parent_dir(path, create=True) as fd:
         old = _existing(fd, path.name)
@@ -289,6 +332,8 @@ def atomic_symlink(path: Path, target: str) -> None:
         tmp = f".{path.name[:200]}.{os.urandom(4).hex()}{TEMP_SUFFIX}"
         os.symlink(target, tmp, dir_fd=fd)
         try:
+            if observer is not None:
+                observer.expect_write(path, LINK_MARK + os.fsencode(target))
             os.replace(tmp, path.name, src_dir_fd=fd, dst_dir_fd=fd)
         except BaseException:
             os.unlink(tmp, dir_fd=fd)

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import IO
 
 from agent.fs import WRITE_NOWAIT_FLAGS, is_git_dir_name
+from models.text import one_line as printable_line
 
 GIT_TIMEOUT_S = 600.0
 FIFO_GRACE_S = 2.0  # a git command still running after this long may be stuck on a FIFO
@@ -118,8 +119,8 @@ def git_environment(overrides: Sequence[tuple[str, str]], extra: Mapping[str, st
                     *, work_tree: Path | None = None, read_user_config: bool = False) -> dict[str, str]:
     """A minimal environment for git: kept basics, hardening, config overrides, then `extra`.
 
-    `read_user_config` keeps the user's global and system config visible: only for reading a
-    value with `git config --get` (reading config runs nothing)."""
+    `read_user_config` keeps the user's global and system config visible: only for reading
+    values with `git config --get` or `--list` (reading config runs nothing)."""
     env = {k: v for k, v in os.environ.items() if k in _KEPT_ENVIRONMENT or k.startswith("LC_")}
     env["PATH"] = os.pathsep.join(_safe_entries(env.get("PATH", os.defpath), _known_work_trees()))
     env.update(_HARDENED_ENVIRONMENT)
@@ -204,8 +205,8 @@ def run_git(
     fifos: WorkTreeFifos | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     """Run one git command hardened as this module says; GitError (one line) when it fails."""
-    if read_user_config and not (args[:1] == ["config"] and "--get" in args):
-        raise ValueError("the user's own config is only ever read, with `git config --get`")
+    if read_user_config and not (args[:1] == ["config"] and ("--get" in args or "--list" in args)):
+        raise ValueError("the user's own config is only ever read, with `git config --get` or `--list`")
     argv = [git_executable(work_tree or cwd), "--no-pager", *args]
     started = time.monotonic()
     try:
@@ -377,6 +378,31 @@ def init_private_repository(git_dir: Path, work_tree: Path) -> GitRepo:
     return repo
 
 
+@dataclass(frozen=True)
+class TrackedFiles:
+    """The files git tracks under a folder (`ribbit quantize --calibrate DIR` reads them)."""
+
+    top: Path  # the repository's work tree
+    files: list[Path]  # under the folder asked about
+    head: str | None  # the commit checked out (12 hex digits), None before the first
+
+
+def tracked_files(folder: Path) -> TrackedFiles:
+    """What git tracks under `folder`, asked through this module (DIR's own config runs nothing: its
+    core.fsmonitor or hooks are overridden like every repository's). LookupError (one line) when `folder`
+    is not in a repository's work tree or git cannot say."""
+    try:
+        repo = find_repository(folder)
+        if repo is None:
+            raise LookupError("not inside a git repository's work tree; calibration reads its tracked files")
+        listing = repo.text("ls-files", "-z", cwd=folder, env={"GIT_LITERAL_PATHSPECS": "1"})
+        head = repo.run("rev-parse", "--short=12", "--verify", "-q", "HEAD", check=False)
+    except GitError as exc:
+        raise LookupError(str(exc)) from None
+    commit = os.fsdecode(head.stdout).strip() if head.returncode == 0 else None
+    return TrackedFiles(top=repo.work_tree, files=[folder / name for name in listing.split("\0") if name], head=commit or None)
+
+
 # Which repository each session root uses, decided when its session started (see Glob's listing).
 _session_repos: dict[Path, GitRepo] = {}
 
@@ -389,18 +415,14 @@ def session_repo(root: Path) -> GitRepo | None:
     return _session_repos.get(root.resolve())
 
 
+def one_line(data: bytes | str, limit: int = 300) -> str:
+    """Git's message as one printable line."""
+    return printable_line(data, limit) or "no message"
+
+
 def shown(path: str) -> str:
     """A path for a one-line message: control characters and undecodable bytes escaped, long ones cut."""
-    text = "".join(c if c.isprintable() and not 0xDC80 <= ord(c) <= 0xDCFF else repr(c)[1:-1] for c in path)
-    return text if len(text) <= 120 else text[:60] + "…" + text[-50:]
-
-
-def one_line(data: bytes | str, limit: int = 300) -> str:
-    """Git's message as one printable line (control characters escaped)."""
-    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-    text = " ".join(text.split())
-    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-    return text[:limit] or "no message"
+    return printable_line(path, 120, fold=False, tail=50)
 
 
 def unstorable_reason(rel: str, *, is_link: bool = False) -> str | None:
@@ -437,3 +459,127 @@ def _is_within(path: Path, folder: Path) -> bool:
     except (OSError, RuntimeError):
         return True  # cannot tell: treat as unsafe
     return resolved == folder or resolved.is_relative_to(folder)
+
+
+# -- committing the session's files (`/commit`, `ribbit run --commit`) --------------------------
+
+
+def head_commit(repo: GitRepo) -> str | None:
+    """HEAD's commit id, or None on an unborn branch."""
+    proc = repo.run("rev-parse", "-q", "--verify", "HEAD^{commit}", check=False)
+    return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
+
+
+def recent_subjects(repo: GitRepo, count: int = 10) -> list[str]:
+    """The subjects of HEAD's last `count` commits, newest first (none on an unborn branch)."""
+    if head_commit(repo) is None:
+        return []
+    out = repo.text("log", "-n", str(count), "--no-show-signature", "--format=%s", "HEAD", "--")
+    return [line for line in out.splitlines() if line.strip()]
+
+
+def _index_records(repo: GitRepo, paths: Sequence[str]) -> bytes:
+    """`update-index -z --index-info` records for `paths` as they are on disk, hashed without filters (one
+    git call for all regular files): a blob for a file or a link, a removal for anything else (deleted, a
+    folder, a special file)."""
+    files: list[tuple[str, str]] = []  # (path, mode)
+    records: list[bytes] = []
+    zero = "0" * len(repo.text("hash-object", "--stdin", input=b"").strip())
+    for path in paths:
+        full = repo.work_tree / path
+        try:
+            info = os.lstat(full)
+        except OSError:
+            info = None
+        if info is not None and stat.S_ISLNK(info.st_mode):
+            blob = repo.text("hash-object", "-w", "--stdin", input=os.fsencode(os.readlink(full))).strip()
+            records.append(os.fsencode(f"120000 {blob}\t{path}"))
+        elif info is not None and stat.S_ISREG(info.st_mode):
+            mode = "100755" if info.st_mode & 0o111 else "100644"
+            if "\n" in path:  # --stdin-paths reads lines: this one on its own
+                blob = repo.text("hash-object", "-w", "--no-filters", "--", path).strip()
+                records.append(os.fsencode(f"{mode} {blob}\t{path}"))
+            else:
+                files.append((path, mode))
+        else:
+            records.append(os.fsencode(f"0 {zero}\t{path}"))
+    if files:
+        listed = b"".join(os.fsencode(p) + b"\n" for p, _mode in files)
+        blobs = repo.text("hash-object", "-w", "--no-filters", "--stdin-paths", input=listed).split()
+        if len(blobs) != len(files):
+            raise GitError("git hash-object did not hash every file")
+        records += [os.fsencode(f"{mode} {blob}\t{path}") for (path, mode), blob in zip(files, blobs)]
+    return b"".join(r + b"\0" for r in records)
+
+
+def _tree_with(repo: GitRepo, paths: Sequence[str], index_file: Path) -> tuple[str, str | None]:
+    """(tree, HEAD) where the tree is HEAD's with `paths` (top-relative) as they are on disk, built in a
+    temporary index: the user's own index is not read or written."""
+    env = {"GIT_INDEX_FILE": str(index_file), "GIT_LITERAL_PATHSPECS": "1"}
+    head = head_commit(repo)
+    if head is not None:
+        repo.run("read-tree", head, env=env)
+    repo.run("update-index", "-z", "--index-info", input=_index_records(repo, paths), env=env)
+    return repo.text("write-tree", env=env).strip(), head
+
+
+def changed_from_head(repo: GitRepo, paths: Sequence[str]) -> list[str]:
+    """Those of `paths` (top-relative) whose content on disk differs from HEAD's."""
+    if not paths:
+        return []
+    with tempfile.TemporaryDirectory(prefix="ribbit-commit-") as folder:
+        tree, head = _tree_with(repo, paths, Path(folder) / "index")
+    empty = repo.text("hash-object", "-t", "tree", "--stdin", input=b"").strip()
+    base = f"{head}^{{tree}}" if head is not None else empty
+    out = repo.out("diff-tree", "-r", "--name-only", "--no-renames", "-z", base, tree)
+    return [os.fsdecode(p) for p in out.split(b"\0") if p]
+
+
+def diff_from_head(repo: GitRepo, paths: Sequence[str], max_chars: int) -> str:
+    """The unified diff of `paths` (top-relative) against HEAD, as committing them would make it, cut."""
+    with tempfile.TemporaryDirectory(prefix="ribbit-commit-") as folder:
+        tree, head = _tree_with(repo, paths, Path(folder) / "index")
+    empty = repo.text("hash-object", "-t", "tree", "--stdin", input=b"").strip()
+    base = f"{head}^{{tree}}" if head is not None else empty
+    text = repo.text("diff-tree", "-r", "-p", "--no-renames", "--no-ext-diff", "--no-textconv", base, tree)
+    return text if len(text) <= max_chars else text[:max_chars] + "\n[... diff cut ...]\n"
+
+
+def user_identity(repo: GitRepo) -> dict[str, str]:
+    """GIT_AUTHOR_*/GIT_COMMITTER_* from the repository's, the user's or the system's user.name and
+    user.email (only read); GitError (one line) when either is missing."""
+    values: dict[str, str] = {}
+    for key in ("user.name", "user.email"):
+        proc = run_git(["config", "--get", key], cwd=repo.work_tree, read_user_config=True, check=False,
+                       env={"GIT_DIR": str(repo.git_dir)}, work_tree=repo.work_tree)
+        value = proc.stdout.decode("utf-8", "replace").strip() if proc.returncode == 0 else ""
+        if not value:
+            raise GitError(f"git has no {key}: set it (git config --global {key} ...) and commit again")
+        values[key] = value
+    name, email = values["user.name"], values["user.email"]
+    return {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
+
+
+def commit_only(repo: GitRepo, paths: Sequence[str], message: str) -> str:
+    """Commit exactly `paths` (top-relative), as they are on disk, on top of HEAD; the new commit's id.
+
+    Built in a temporary index (HEAD's tree plus these paths), made with commit-tree (no hook runs) and
+    moved in with update-ref against the HEAD it was built on (GitError if HEAD moved meanwhile). The
+    user's own index then takes these paths' new entries and nothing else: their other staged and
+    unstaged work stays as it was, and `git status` shows these paths clean."""
+    identity = user_identity(repo)
+    with tempfile.TemporaryDirectory(prefix="ribbit-commit-") as folder:
+        tree, head = _tree_with(repo, paths, Path(folder) / "index")
+    parent = ["-p", head] if head is not None else []
+    if head is not None and tree == repo.text("rev-parse", f"{head}^{{tree}}").strip():
+        raise GitError("nothing to commit: the session's files are as HEAD has them")
+    commit = repo.text("commit-tree", "--no-gpg-sign", tree, *parent, "-F", "-", input=message.encode("utf-8"),
+                       env=identity).strip()
+    expected = head if head is not None else "0" * len(commit)
+    subject = message.splitlines()[0] if message.strip() else ""
+    repo.run("update-ref", "-m", f"commit (ribbit): {subject}", "HEAD", commit, expected)
+    # The paths on standard input: any number of them, any name (git 2.26+).
+    names = b"".join(os.fsencode(p) + b"\0" for p in paths)
+    repo.run("reset", "-q", "--pathspec-from-file=-", "--pathspec-file-nul", commit, input=names,
+             env={"GIT_LITERAL_PATHSPECS": "1"})
+    return commit

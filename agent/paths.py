@@ -52,7 +52,7 @@ def private_git_dir(root: Path) -> Path:
 
 
 def new_session_id() -> str:
-    """Sorts in the order sessions began, also within one second (sessions() breaks ties of its
+    """Sorts in the order sessions began, also within one second (`ribbit undo` breaks ties of their
     one-second commit times by id, and undo takes the last): milliseconds, then 3 random hex digits."""
     now = time.time()
     return time.strftime("%Y%m%d-%H%M%S", time.localtime(now)) + f"-{int(now % 1 * 1000):03d}{os.urandom(2).hex()[:3]}"
@@ -76,11 +76,14 @@ def _resolved(path: str | Path) -> Path:
         return Path(path).absolute()
 
 
-def unsuitable_folder(root: Path, environ: Mapping[str, str] | None = None) -> str | None:
-    """Why `root` cannot be the folder the agent works in (one line, naming --repo), or None when it can."""
+REPO_ADVICE = "start ribbit in your project's folder, or name it with --repo DIR"
+
+
+def unsuitable_folder(root: Path, environ: Mapping[str, str] | None = None, *, advice: str = REPO_ADVICE) -> str | None:
+    """Why `root` cannot be the folder the agent works in (one line ending in `advice`), or None when it can.
+    `ribbit` itself names --repo; `ribbit eval` asks the same of each task's repository."""
     here = _resolved(root)
     home = _resolved(home_dir(environ))
-    advice = "start ribbit in your project's folder, or name it with --repo DIR"
     if here == home:
         return f"{here} is your home folder, not a project: the agent could change anything in it; {advice}"
     if here in home.parents:

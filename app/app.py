@@ -1,9 +1,8 @@
-"""The ribbit TUI: `make_app(...)` builds it for `tui_main` and for the tests (posting style).
+"""The ribbit TUI: `make_app(...)` builds it for `tui_main` and for the tests.
 
 Threads: the model is loaded and the agent runs in thread workers. The agent never touches a
-widget: it calls `EventBridge.sink` and `TuiApprover.decide` (toad style), which only queue and
-post one coalescing `EventsReady` ping; the app drains the queue on its own thread and moves
-attributes down into the widgets. An approval carries a Future that a review screen resolves.
+widget: it talks to the bridge (app/bridge.py), which queues and pings; the app drains the queue on
+its own thread and moves attributes down into the widgets. Slash commands are a table (app/commands.py).
 """
 
 from __future__ import annotations
@@ -11,23 +10,19 @@ from __future__ import annotations
 import gc
 import threading
 import time
-from collections import deque
-from collections.abc import Callable
 from contextlib import suppress
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from textual import events, work
 from textual.app import App
 from textual.binding import Binding
 from textual.css.query import NoMatches
-from textual.message import Message
 from textual.worker import Worker, WorkerState
 
 from agent.session import ApprovalDecision, ApprovalRequest, BashApprovalRequest, EditApprovalRequest
 from agent.session import (
-    AgentEvent,
     ApprovalEvent,
     CompactionEvent,
     ContextEvent,
@@ -45,11 +40,13 @@ from agent.session import (
     UsageEvent,
     WritingProgress,
 )
-from agent.session import INIT_TASK
+from agent.session import CustomCommand, MentionRefused
 from agent.session import JournalError
-from agent.session import Limits, no_reasoning_switch
+from agent.session import Limits
 from agent.session import SavedSession, SessionError, SessionStore
-from agent.session import ModeError, SetupError, Workspace, open_workspace, outside_git
+from agent.session import SetupError, Workspace, open_workspace, outside_git
+from app import commands
+from app.bridge import ContextSample, EventBridge, QueueItem, TuiApprover
 from app.messages import (
     ApprovalRequested, EventsReady, ModelLoaded, PromptSubmitted, RunFinished, SetupFailed, WorkspaceReady,
 )
@@ -59,25 +56,15 @@ from app.screens.main import PROMPT_PLACEHOLDER, MainScreen
 from app.screens.pacing import PacedScreen
 from app.screens.review import EditReviewScreen
 from app.screens.session_diff import SessionDiffScreen
-from app.screens.sessions import RewindChoice, RewindScreen, SessionPickerScreen
+from app.screens.sessions import RewindChoice, SessionPickerScreen
 from app.visible import visible
-from app.widgets.prompt import MODE_ARGS, SLASH_COMMANDS
 from models.base import ChatModel, ModelError
 from models.embedded import DEMO_LIMITS, EMBEDDED_NAME, WORKING_MODELS, is_embedded
-from models.spec import DEFAULT_SPECS, load_model, resolve_spec
+from models.backends import DEFAULT_SPECS, EngineOptions, load_model, resolve_spec, spec_forms
 
 FIRST_RUN_HINT = f"Running {EMBEDDED_NAME}, {DEMO_LIMITS}. {WORKING_MODELS[0].upper()}{WORKING_MODELS[1:]}."
-MODEL_FAILED_HINT = ("type /model SPEC to load another (a GGUF path, default, openai:http://HOST:PORT/v1#MODEL), "
+MODEL_FAILED_HINT = (f"type /model SPEC to load another ({spec_forms()}), "
                      "or quit (Ctrl+C twice) and start ribbit with --model SPEC")
-HELP_TEXT = "\n".join(
-    ["Keys: Enter send · Shift+Enter/Ctrl+J newline · Up/Down history · Tab complete /command · "
-     "Esc stop the model or tool · Ctrl+C twice quit",
-     "Review: y approve · n reject (type a reason) · space toggle hunk · j/k move · a approve all (auto-edit) · "
-     "s split/unified",
-     "Bash: y run · n don't · p run it, and from now on its program and subcommand here without asking "
-     "(read-only; /allowed lists and revokes)"]
-    + [f"{name:<7} {text}" for name, text in SLASH_COMMANDS.items()]
-)
 CTRL_C_WINDOW_S = 2.0
 
 
@@ -118,111 +105,6 @@ class QuietCollector:
         return True
 
 
-# -- the agent-thread boundary -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ContextSample:
-    """Tokens in the model's context, read on the agent thread right after a turn."""
-
-    used: int
-
-
-QueueItem = AgentEvent | ApprovalRequested | ContextSample
-
-
-def coalesce(items: list[QueueItem]) -> list[QueueItem]:
-    """Merge runs of text (and of reasoning) deltas: one repaint per drain, not per token."""
-    out: list[QueueItem] = []
-    for item in items:
-        last = out[-1] if out else None
-        if isinstance(item, TextDelta) and isinstance(last, TextDelta):
-            out[-1] = TextDelta(text=last.text + item.text)
-        elif isinstance(item, ReasoningDelta) and isinstance(last, ReasoningDelta):
-            out[-1] = ReasoningDelta(text=last.text + item.text)
-        else:
-            out.append(item)
-    return out
-
-
-class EventBridge:
-    """The agent's EventSink: an ordered queue plus one coalescing ping (any thread)."""
-
-    def __init__(self, post: Callable[[Message], object]) -> None:
-        self._post = post
-        self._queue: deque[QueueItem] = deque()
-        self._lock = threading.Lock()
-        self._deltas = 0
-        self._ping_pending = False
-        self.context_used: Callable[[], int] | None = None
-
-    def sink(self, event: AgentEvent) -> None:
-        items: list[QueueItem] = [event]
-        if isinstance(event, UsageEvent) and self.context_used is not None:
-            try:
-                items.append(ContextSample(self.context_used()))
-            except Exception:  # a backend that cannot say: the status bar keeps its last figure
-                pass
-        self._push(items, deltas=isinstance(event, (TextDelta, ReasoningDelta)))
-
-    def push_approval(self, message: ApprovalRequested) -> None:
-        self._push([message])
-
-    def _push(self, items: list[QueueItem], deltas: bool = False) -> None:
-        with self._lock:
-            self._queue.extend(items)
-            self._deltas += deltas
-            if self._ping_pending:
-                return  # the app has not drained yet; it will see these too
-            self._ping_pending = True
-        self._post(EventsReady())
-
-    def drain(self) -> tuple[list[QueueItem], int]:
-        """Everything queued so far, in order and coalesced, and how many raw deltas it held."""
-        with self._lock:
-            items = list(self._queue)
-            self._queue.clear()
-            deltas, self._deltas = self._deltas, 0
-            self._ping_pending = False
-        return coalesce(items), deltas
-
-
-class TuiApprover:
-    """The agent's Approver: post the request with a Future, block until the UI resolves it."""
-
-    def __init__(self, bridge: EventBridge) -> None:
-        self.bridge = bridge
-        self._pending: set[Future[ApprovalDecision]] = set()
-        self._lock = threading.Lock()
-        self._closed = False
-
-    def decide(self, request: ApprovalRequest) -> ApprovalDecision:
-        future: Future[ApprovalDecision] = Future()
-        with self._lock:
-            if self._closed:
-                return ApprovalDecision(approved=False, reason="ribbit is shutting down")
-            self._pending.add(future)
-        self.bridge.push_approval(ApprovalRequested(request=request, future=future))
-        try:
-            return future.result()
-        finally:
-            with self._lock:
-                self._pending.discard(future)
-
-    def reject_pending(self, reason: str) -> None:
-        """Answer no to every open question (Esc, quit), so the agent thread moves on at once."""
-        with self._lock:
-            pending = list(self._pending)
-        for future in pending:
-            if not future.done():
-                future.set_result(ApprovalDecision(approved=False, reason=reason))
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-        self.reject_pending("ribbit is shutting down")
-
-
 # -- the app -------------------------------------------------------------------------------------
 
 
@@ -235,6 +117,7 @@ class AppConfig:
     no_sandbox: bool = False
     limits: Limits | None = None
     reasoning: bool | None = None  # --reasoning on|off; None: the model's default
+    engine: EngineOptions = field(default_factory=EngineOptions)  # --threads, --draft, --temperature
     # `ribbit -c`: the last saved session; `--resume ID`: that one; `--resume` alone (""): a picker.
     continue_last: bool = False
     resume: str | None = None
@@ -291,6 +174,9 @@ class RibbitApp(App[int]):
         self._agent_thread: threading.Thread | None = None
         self._preload_lock = threading.Lock()  # held while a preload reads (workers run on pooled threads)
         self.main = MainScreen(last_input_at=lambda: self.last_key_at)
+        self.custom_commands: dict[str, CustomCommand] = {}
+        self._told_problems: set[str] = set()  # unusable command files, said once
+        self._indexing = False  # the `@` file list is being rebuilt
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, events.Key):
@@ -307,6 +193,8 @@ class RibbitApp(App[int]):
         status.mode = self.config.mode
         limits = self.config.limits or Limits(context=self.config.context)
         status.max_steps = limits.max_steps
+        self.main.prompt.commands = commands.command_list({})
+        self.main.prompt.command_args = commands.command_args()
         self.collector.start()
         self.set_interval(1.0, lambda: self.collector.tick(self.last_key_at), name="quiet gc")
         self.call_after_refresh(self._start)
@@ -339,7 +227,7 @@ class RibbitApp(App[int]):
                 raise SetupError("review mode is not available in the TUI yet; use `ribbit run --mode review TASK`")
             try:
                 model = cfg.model if cfg.model is not None and not isinstance(cfg.model, str) else load_model(
-                    cfg.model, context=cfg.context
+                    cfg.model, context=cfg.context, engine=cfg.engine
                 )
             except (ModelError, OSError) as exc:
                 self.post_message(SetupFailed(str(exc), model=True))
@@ -371,7 +259,7 @@ class RibbitApp(App[int]):
             self.demo_said = True
             await self.main.transcript.add_notice(FIRST_RUN_HINT, "info")
         resumed = self.config.continue_last or bool(self.config.resume)  # asked when it was started
-        not_git = None if resumed else outside_git(workspace.journal.root)
+        not_git = None if resumed else outside_git(workspace.root)
         if not_git:  # said once, and asked: a folder that is no project is easy to start in by mistake
             await self.main.transcript.add_notice(not_git, "warning")
             self.push_screen(ConfirmScreen("Work in this folder?", not_git, "work here", "quit"), self._outside_git)
@@ -385,6 +273,8 @@ class RibbitApp(App[int]):
         await self.session_opened()
 
     async def session_opened(self) -> None:
+        self.main.prompt.paths = self.complete_path
+        self.refresh_custom_commands()
         await self.show_conversation()
         if self.pending_task is not None:
             task, self.pending_task = self.pending_task, None
@@ -398,7 +288,7 @@ class RibbitApp(App[int]):
         transcript = self.main.transcript
         for message in self.workspace.conversation():
             if message.role == "user":
-                await transcript.add_user(message.content)
+                await transcript.add_user(commands.typed_part(message.content))
             elif message.role == "assistant" and message.content.strip():
                 await transcript.stream_text(message.content)
                 await transcript.end_turn()
@@ -469,6 +359,9 @@ class RibbitApp(App[int]):
             await self.run_command(text)
             return
         transcript = self.main.transcript
+        if text.startswith("!") and text[1:].strip():
+            await commands.user_command(self, text[1:].strip())
+            return
         if self.busy:
             await transcript.add_notice("the agent is still working; press Esc to stop it first", "warning")
             return
@@ -483,12 +376,13 @@ class RibbitApp(App[int]):
             return
         self.start_task(text)
 
-    def start_task(self, task: str) -> None:
+    def start_task(self, task: str, mentions: bool = True) -> None:
+        """`mentions`: attach the `@path`s in the task (what the user typed; not a plan the model wrote)."""
         self.finished_plan = None
         self._last_answer = ""
         self.busy = True
         self.main.status.activity = "working"
-        self.run_agent(task)
+        self.run_agent(task, mentions)
 
     @work(thread=True, group="preload")
     def preload(self) -> None:
@@ -509,15 +403,57 @@ class RibbitApp(App[int]):
             self.main.status.context_used = used
 
     @work(thread=True, exclusive=True, group="agent")
-    def run_agent(self, task: str) -> None:
+    def run_agent(self, task: str, mentions: bool = True) -> None:
         assert self.workspace is not None
         self._agent_thread = threading.current_thread()
         try:
-            self.workspace.run(task)
+            self.workspace.run(task, mentions=mentions)
+        except MentionRefused as exc:  # nothing was sent: the prompt comes back to be fixed
+            self.call_from_thread(self._give_back_prompt, task)
+            self.post_message(RunFinished(error=f"not sent: {exc}"))
+            return
         except Exception as exc:  # a bug, not an observation: show it, keep the app alive
             self.post_message(RunFinished(error=f"{type(exc).__name__}: {exc}"))
             return
         self.post_message(RunFinished())
+
+    def _give_back_prompt(self, text: str) -> None:
+        with suppress(NoMatches):
+            if not self.main.prompt.text.strip():
+                self.main.prompt.text = text
+                self.main.prompt.move_cursor(self.main.prompt.document.end)
+
+    # -- `@path` completion, `!command`, `/commit` ----------------------------------------------
+
+    def complete_path(self, query: str) -> list[str]:
+        """The prompt's `@` completer: in memory; a stale list is rebuilt in a worker meanwhile."""
+        workspace = self.workspace
+        if workspace is None:
+            return []
+        if workspace.files_stale() and not self._indexing:
+            self._indexing = True
+            self.index_files()
+        return workspace.complete_path(query)
+
+    @work(thread=True, group="files")
+    def index_files(self) -> None:
+        try:
+            if self.workspace is not None:
+                self.workspace.refresh_files()
+        finally:
+            self._indexing = False
+        self.call_from_thread(self._files_indexed)
+
+    def _files_indexed(self) -> None:
+        with suppress(NoMatches):
+            self.main.refresh_hints()
+
+    async def finish_side_work(self, text: str, level: str = "info") -> None:
+        """A `!command` or a commit step ended on a worker: the prompt is free again, and one line says how."""
+        await self.drain()
+        self.busy = False
+        self.main.status.activity = ""
+        await self.main.transcript.add_notice(text, level)
 
     async def on_run_finished(self, message: RunFinished) -> None:
         await self.drain()
@@ -682,92 +618,27 @@ class RibbitApp(App[int]):
     # -- slash commands -------------------------------------------------------------------------
 
     async def run_command(self, text: str) -> None:
-        transcript = self.main.transcript
-        command, _, arg = text.strip().partition(" ")
-        arg = arg.strip()
-        if command == "/quit":
-            self.action_quit_app()
-        elif command == "/help":
-            await transcript.add_notice(HELP_TEXT)
-        elif command == "/model" and not arg:
-            await transcript.add_notice(self.describe_model())
-        elif command == "/model" and self.workspace is None and self.model_failed:
-            self.setup_error, self.model_failed, self.config.model = None, False, arg
-            self.main.prompt.placeholder = PROMPT_PLACEHOLDER
-            self.main.status.model_name = "loading model…"
-            await transcript.add_notice(f"loading {arg}…")
-            self.open_session()
-        elif command not in SLASH_COMMANDS:
-            await transcript.add_notice(f"unknown command {command}; /help lists them", "error")
-        elif self.workspace is None:
-            await transcript.add_notice(f"no session: {self.setup_error}" if self.setup_error else
-                                        "the session is not open yet", "warning")
-        elif command == "/allowed":
-            await self.allowed(arg)
-        elif command == "/mode":
-            await self.set_mode(arg)
-        elif command == "/think":
-            await self.set_reasoning(arg)
-        elif self.busy:
-            await transcript.add_notice(f"{command} waits until the agent stops; press Esc to stop it", "warning")
-        elif command == "/model":
-            await transcript.add_notice(f"loading {arg}…")
-            self.main.status.activity = "loading model"
-            self.load_other_model(arg)
-        elif command == "/diff":
-            self.show_session_diff()
-        elif command == "/undo":
-            self.undo()
-        elif command == "/compact":
-            self.busy = True
-            self.main.status.activity = "compacting"
-            self.compact(arg)
-        elif command == "/rewind":
-            prompts = self.workspace.prompts()[self.rewind_from:]
-            if not prompts:
-                await transcript.add_notice("nothing to rewind: no prompt in this conversation yet", "warning")
-            else:
-                self.push_screen(RewindScreen(prompts), callback=self._rewind_chosen)
-        elif command == "/init":
-            await transcript.add_user("/init")
-            await transcript.add_notice("asking the model to draft AGENTS.md; its Write is shown as a diff like any other")
-            self.start_task(INIT_TASK)
-        elif command == "/clear":
-            await transcript.clear()
-            self.workspace.clear()  # keeps the system prompt; the next task starts a new conversation
-            # /rewind goes back within this conversation only; the gauge shows what the next turn reads.
-            self.rewind_from = len(self.workspace.prompts())
-            self.main.status.context_used = self.workspace.prompt_tokens()
-            self.preload()  # back to just the system prompt, read (or restored) before the next task
-            self.main.status.step = 0
+        await commands.run_command(self, text)
 
-    async def allowed(self, arg: str) -> None:
-        """`/allowed`: the command prefixes allowed here; `/allowed revoke N|PREFIX` forgets one."""
-        assert self.workspace is not None
-        transcript, prefixes = self.main.transcript, self.workspace.allowed_prefixes()
-        verb, _, target = arg.partition(" ")
-        if not verb:
-            if not prefixes:
-                await transcript.add_notice("no command prefixes allowed in this project ('p' in a Bash question adds one)")
-                return
-            listed = "\n".join(f"{n:>3}. {visible(p, one_line=True)}" for n, p in enumerate(prefixes, start=1))
-            await transcript.add_notice("run here without asking, read-only (/allowed revoke N forgets one):\n" + listed)
+    def refresh_custom_commands(self) -> None:
+        """Read the user's own commands again (cheap: two small folders) and hand the list to the prompt."""
+        if self.workspace is None:
             return
-        target = target.strip()
-        if verb != "revoke" or not target:
-            await transcript.add_notice("/allowed lists; /allowed revoke N (or the prefix) forgets one", "error")
-            return
-        if target.isdigit() and 1 <= int(target) <= len(prefixes):
-            target = prefixes[int(target) - 1]
-        try:
-            removed = self.workspace.revoke_prefix(target)
-        except OSError as exc:
-            await transcript.add_notice(f"/allowed: cannot save the list: {exc.strerror or exc}", "error")
-            return
-        if removed:
-            await transcript.add_notice(f"revoked: commands starting {visible(target, one_line=True)!r} ask again")
-        else:
-            await transcript.add_notice(f"{visible(target, one_line=True)!r} is not among the allowed prefixes", "error")
+        found, problems = self.workspace.custom_commands()
+        self.custom_commands = found
+        prompt = self.main.prompt
+        prompt.commands = commands.command_list(found)
+        new = [p for p in problems if p not in self._told_problems]
+        self._told_problems.update(new)
+        for line in new:
+            self.call_later(self._notice, visible(line, one_line=True), "warning")
+
+    def retry_model(self, spec: str) -> None:
+        """`/model SPEC` after the model failed to load: open the session again with that one."""
+        self.setup_error, self.model_failed, self.config.model = None, False, spec
+        self.main.prompt.placeholder = PROMPT_PLACEHOLDER
+        self.main.status.model_name = "loading model…"
+        self.open_session()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "carry_out_plan":  # otherwise the key goes on to the focused widget
@@ -784,45 +655,7 @@ class RibbitApp(App[int]):
         await self.main.transcript.add_notice("mode is now ask")
         task = CARRY_OUT_PLAN + plan
         await self.main.transcript.add_user(task)
-        self.start_task(task)
-
-    async def set_mode(self, mode: str) -> None:
-        assert self.workspace is not None
-        transcript, workspace = self.main.transcript, self.workspace
-        if not mode:
-            await transcript.add_notice(f"mode is {workspace.mode}; choose one of: {', '.join(MODE_ARGS)}")
-            return
-        try:
-            self.main.status.mode = workspace.set_mode(mode)
-        except ModeError as exc:
-            choose = "" if mode in MODE_ARGS else f"; choose one of: {', '.join(MODE_ARGS)}"
-            await transcript.add_notice(f"{exc}{choose}", "error")
-            return
-        await transcript.add_notice(f"mode is now {mode}")
-
-    async def set_reasoning(self, arg: str) -> None:
-        """`/think on|off`: applies from the next turn (the running task's too); nothing is read again."""
-        assert self.workspace is not None
-        transcript, workspace = self.main.transcript, self.workspace
-        info = workspace.model_info
-        no_switch = no_reasoning_switch(info)
-        if not arg:
-            state = workspace.reasoning_state()
-            if info.reasoning is None:
-                await transcript.add_notice(no_switch)
-            elif state is None:
-                await transcript.add_notice("reasoning is as the server's default; /think on|off asks the server to switch it")
-            else:
-                await transcript.add_notice(f"reasoning is {'on' if state else 'off'}; /think on|off switches it")
-            return
-        if arg not in ("on", "off"):
-            await transcript.add_notice(f"/think takes on or off, not {arg!r}", "error")
-            return
-        if not workspace.set_reasoning(arg == "on"):
-            await transcript.add_notice(no_switch + f"; /think {arg} applies to a model you switch to with /model", "warning")
-            return
-        self.main.status.reasoning = reasoning_label(workspace)
-        await transcript.add_notice(f"reasoning {arg} from the next turn (the conversation so far is not read again)")
+        self.start_task(task, mentions=False)
 
     def describe_model(self) -> str:
         if self.model is None:
@@ -835,12 +668,12 @@ class RibbitApp(App[int]):
             parts.append(info.path)
         grows = info.context_allocated is not None and info.context_allocated < info.context_length
         parts.append(f"context {info.context_allocated} (grows to {info.context_length})" if grows else f"context {info.context_length}")
-        return "model: " + " · ".join(parts) + ". /model SPEC switches (a GGUF path, default, openai:URL, replay:FILE)."
+        return "model: " + " · ".join(parts) + f". /model SPEC switches ({spec_forms()})."
 
     @work(thread=True, exclusive=True, group="setup")
     def load_other_model(self, spec: str) -> None:
         try:
-            model = load_model(spec, context=self.config.context)
+            model = load_model(spec, context=self.config.context, engine=self.config.engine)
         except (ModelError, OSError) as exc:
             self.post_message(ModelLoaded(spec, error=str(exc)))
             return
@@ -910,7 +743,7 @@ class RibbitApp(App[int]):
             self.main.status.context_used = after
         await self.main.transcript.add_notice(text, level)
 
-    def _rewind_chosen(self, choice: RewindChoice | None) -> None:
+    def rewind_chosen(self, choice: RewindChoice | None) -> None:
         if choice is not None:
             self.rewind(choice)
 
@@ -968,9 +801,10 @@ def make_app(
     reasoning: bool | None = None,
     continue_last: bool = False,
     resume: str | None = None,
+    engine: EngineOptions | None = None,
 ) -> RibbitApp:
     """The one way to build the app: used by `ribbit` (tui_main) and by the tests."""
     return RibbitApp(
         AppConfig(repo=Path(repo), model=model, mode=mode, context=context, no_sandbox=no_sandbox, limits=limits,
-                  reasoning=reasoning, continue_last=continue_last, resume=resume)
+                  reasoning=reasoning, continue_last=continue_last, resume=resume, engine=engine or EngineOptions())
     )

@@ -4,6 +4,9 @@ decides the exit code (2) and prints one line; value types with messages a user 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+
+from models.backends import EngineOptions
 
 
 class UsageError(Exception):
@@ -17,37 +20,35 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: error: {message}")
 
 
-def positive(text: str) -> int:
+def _number(text: str, kind: type[int] | type[float], ok: Callable[[float], bool], why: str) -> float:
+    """`text` as a number of `kind` that is `ok`, or an argparse error that says what was wanted."""
     try:
-        value = int(text)
+        value = kind(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+        raise argparse.ArgumentTypeError(f"{text!r} is not {'a whole number' if kind is int else 'a number'}") from None
+    if not ok(value):
+        raise argparse.ArgumentTypeError(f"{text!r} {why}")
     return value
+
+
+def positive(text: str) -> int:
+    return int(_number(text, int, lambda v: v > 0, "must be positive"))
 
 
 def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return value
+    return _number(text, float, lambda v: v > 0, "must be positive")
 
 
 def temperature(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 <= value <= 5.0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be between 0 and 5")
-    return value
+    return _number(text, float, lambda v: 0.0 <= v <= 5.0, "must be between 0 and 5")
 
 
 def on_off(text: str) -> bool:
     if text not in ("on", "off"):
         raise argparse.ArgumentTypeError(f"{text!r} is not on or off")
     return text == "on"
+
+
+def engine_options(args: argparse.Namespace) -> EngineOptions:
+    """`--threads`, `--draft`, `--temperature` as the model loader takes them (passed, never kept globally)."""
+    return EngineOptions(threads=args.threads, draft=args.draft, temperature=args.temperature)

@@ -11,14 +11,15 @@ from collections.abc import Sequence
 
 from agent.session import MODES
 from app.args import Parser, UsageError, on_off, positive, temperature
+from models.backends import spec_forms
 from models.drafting import DRAFT_MODES
 
-SUBCOMMANDS = ("run", "quantize", "eval", "doctor", "undo", "allow")
+SUBCOMMANDS = ("run", "acp", "quantize", "eval", "doctor", "undo", "allow")
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repo", default=".", help="repository to work in (default: current folder)")
-    parser.add_argument("--model", default=None, help="model SPEC: default, /path/model.gguf, openai:URL[#MODEL], replay:FILE")
+    parser.add_argument("--model", default=None, help=f"model SPEC: {spec_forms()}")
     parser.add_argument("--mode", default="ask", choices=MODES, help="approval mode (default: ask)")
     parser.add_argument("--threads", type=positive, default=None,
                         help="llama.cpp threads (default: physical cores less measured contention; also RIBBIT_THREADS)")
@@ -31,12 +32,6 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tool-output-tokens", type=positive, default=None, metavar="N",
                         help="tokens one tool result may take (default: what the model reads in about a minute "
                              "at its measured prompt speed, 1,000-12,000)")
-
-
-def apply_engine_options(args: argparse.Namespace) -> None:
-    from models.spec import EngineOptions, set_engine_options
-
-    set_engine_options(EngineOptions(threads=args.threads, draft=args.draft, temperature=args.temperature))
 
 
 def ribbit_version() -> str:
@@ -85,6 +80,19 @@ def run_parser() -> Parser:
     parser.add_argument("-c", "--continue", dest="cont", action="store_true",
                         help="go on with the last session in this repository (its conversation, its undo journal)")
     parser.add_argument("--resume", default=None, metavar="ID", help="go on with the saved session ID")
+    parser.add_argument("--commit", action="store_true",
+                        help="when the model finishes, commit the files the session changed with a message it drafts "
+                             "(your other staged and unstaged work stays as it is)")
+    return parser
+
+
+def acp_parser() -> Parser:
+    parser = Parser(prog="ribbit acp", description="an Agent Client Protocol agent on standard input and output, "
+                    "for editors (Zed, JetBrains, Neovim): docs/editors.md")
+    add_common(parser)
+    parser.add_argument("--context", type=positive, default=131_072, metavar="N",
+                        help="context window in tokens (default 131072; capped by what the model was trained on)")
+    parser.add_argument("--no-sandbox", action="store_true", help="run Bash without the sandbox")
     return parser
 
 
@@ -117,12 +125,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             from app.run import run_command
 
             parsed = run_parser().parse_args(args[1:])
-            apply_engine_options(parsed)
             return run_command(parsed)
+        if command == "acp":
+            from app.acp.server import acp_main
+
+            parsed = acp_parser().parse_args(args[1:])
+            return acp_main(parsed, version=ribbit_version())
         if command == "quantize":
+            from agent.session import tracked_files
+            from models.llama_runtime import open_for_logits
             from quantize.cli import quantize_main
 
-            return quantize_main(args[1:])
+            return quantize_main(args[1:], load_for_verify=open_for_logits, list_tracked=tracked_files)
         if command == "eval":
             from app.eval_cmd import eval_main
 
@@ -142,7 +156,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         from app.tui_main import tui_main
 
         parsed = tui_parser().parse_args(args)
-        apply_engine_options(parsed)
         return tui_main(parsed)
     except UsageError as exc:
         print(exc, file=sys.stderr)

@@ -26,8 +26,8 @@ def doctor_main(argv: Sequence[str]) -> int:
         print(exc, file=sys.stderr)
         return 2
     from agent.session import agent_checks
+    from models.backends import resolve_spec
     from models.diagnostics import NEEDED, model_checks, planned_memory_bytes
-    from models.spec import resolve_spec
 
     root = Path(args.repo).expanduser()
     folder = root.resolve() if root.exists() else root.absolute()

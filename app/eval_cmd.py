@@ -19,6 +19,7 @@ from agent.evaluation.runner import EvalConfig, EvalProgress, EvalRun
 from agent.evaluation.tasks import TaskFileError, load_tasks, select
 from agent.session import Limits
 from models.api_keys import redact
+from models.backends import backend_for
 from models.base import ModelError
 from app.args import Parser as EvalParser
 from app.args import UsageError
@@ -62,7 +63,7 @@ def eval_parser() -> EvalParser:
 
 def default_jobs(models: list[str]) -> int:
     """llama.cpp already uses every core: one job. Servers and replays can overlap."""
-    if any(not (m.startswith("openai:") or m.startswith("replay:")) for m in models):
+    if any(backend_for(m).in_process for m in models):
         return 1
     return max(1, min(4, os.cpu_count() or 1))
 
@@ -157,11 +158,8 @@ class EvalProgressDisplay:
 def check_endpoints(models: Sequence[str]) -> None:
     """openai: SPECs are checked before any job runs, and their keys read (and so taken out of the
     environment that Bash and the tests would inherit). A bad one is a one-line ModelError."""
-    from models.openai_backend import api_key_for, parse_spec
-
     for model in models:
-        if model.startswith("openai:"):
-            api_key_for(parse_spec(model))
+        backend_for(model).prepare(model)
 
 
 def eval_main(argv: list[str]) -> int:

@@ -10,15 +10,16 @@ from typing import IO, TextIO
 from agent.session import ApprovalDecision, ApprovalRequest, Approver, BashApprovalRequest
 from agent.session import AgentEvent, ContextEvent, EventSink, NoticeEvent, StopReason, SummaryEvent
 from agent.session import JournalError
-from agent.session import Limits, run_interruptibly
+from agent.session import Limits
 from agent.session import SavedSession, SessionError, SessionStore
 from agent.session import TranscriptWriter, fanout
-from agent.session import valid_unicode
 from agent.session import RejectAll, SetupError, check_repo, check_state, open_workspace, outside_git
+from agent.session import CommitError, Workspace
+from app.args import engine_options
 from app.visible import visible
 from models.base import ChatModel, ModelError
 from models.embedded import DEMO_LIMITS, EMBEDDED_NAME, WORKING_MODELS, is_embedded
-from models.spec import load_model
+from models.backends import load_model
 
 EXIT_CODES: dict[StopReason, int] = {
     "finished": 0, "error": 1, "max_steps": 3, "context": 3, "turn_tokens": 3, "interrupted": 130,
@@ -158,11 +159,16 @@ def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: I
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     reader = LineReader(stdin)
-    task = valid_unicode(reader.read_task() if args.task == "-" else args.task)
+    task = reader.read_task() if args.task == "-" else args.task
     if not task.strip():
         print("ribbit run: error: the task is empty", file=sys.stderr)
         return 2
     dry_run = getattr(args, "dry_run", False)
+    commit = getattr(args, "commit", False)
+    if commit and (args.mode in ("plan", "review") or dry_run):
+        why = "--dry-run changes nothing" if dry_run else f"{args.mode} mode cannot commit"
+        print(f"ribbit run: error: --commit: {why}", file=sys.stderr)
+        return 2
     if dry_run and args.mode == "plan":
         print("ribbit run: error: --dry-run has no use in plan mode, which changes nothing anyway", file=sys.stderr)
         return 2
@@ -179,7 +185,7 @@ def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: I
         print(f"ribbit: note: {visible(not_git, one_line=True)}", file=sys.stderr)
     writer = TranscriptWriter(Path(args.transcript)) if args.transcript else None
     try:
-        model = load_model(args.model, context=args.context)
+        model = load_model(args.model, context=args.context, engine=engine_options(args))
     except ModelError as exc:
         return fail(str(exc))
     if is_embedded(model.info.path):
@@ -202,8 +208,14 @@ def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: I
             print(f"ribbit: note: run without asking here, read-only (you allowed them; `ribbit allow` lists and "
                   f"revokes): {visible(', '.join(allowed), one_line=True)}", file=sys.stderr)
         try:
-            summary = run_interruptibly(workspace, task)
-            patch = workspace.patch()
+            summary = workspace.run_interruptibly(task)
+            try:
+                patch = workspace.patch()
+            except JournalError as exc:  # a full disk: no patch, but the start snapshot still holds the files
+                raise JournalError(f"{exc}; the files stay as the agent left them, `ribbit undo "
+                                   f"{workspace.session_id}` puts them back") from None
+            if commit and not commit_headless(workspace, summary):
+                return 1
         finally:
             workspace.close()  # stops the watcher thread (in-process callers run many sessions)
     except (SetupError, JournalError, ModelError, SessionError, OSError) as exc:
@@ -217,8 +229,38 @@ def run_command(args: argparse.Namespace, stdin: TextIO | None = None, stdout: I
         return failed
     if patch and summary.files_changed:
         print(f"ribbit: the patch records what changed; your checkout already has it (undo: ribbit undo "
-              f"{workspace.journal.session_id}; a patch without touching the checkout: --dry-run)", file=sys.stderr)
+              f"{workspace.session_id}; a patch without touching the checkout: --dry-run)", file=sys.stderr)
     return EXIT_CODES[summary.stop_reason]
+
+
+def commit_headless(workspace: Workspace, summary: SummaryEvent) -> bool:
+    """`--commit`: draft a message and commit the session's files; False when the commit itself failed."""
+    if summary.stop_reason != "finished":
+        print(f"ribbit: not committed: the run ended with {summary.stop_reason}", file=sys.stderr)
+        return True
+    try:
+        plan = workspace.plan_commit()
+    except CommitError as exc:
+        print(f"ribbit: not committed: {visible(str(exc), one_line=True)}", file=sys.stderr)
+        return True
+    try:
+        message = workspace.draft_commit_message(plan)
+    except ModelError as exc:
+        print(f"ribbit: error: --commit: the model could not draft a message: {visible(str(exc), one_line=True)}",
+              file=sys.stderr)
+        return False
+    if not message:
+        print("ribbit: error: --commit: the model drafted an empty message; nothing was committed", file=sys.stderr)
+        return False
+    try:
+        commit_id = workspace.commit(plan, message)
+    except CommitError as exc:
+        fail(str(exc))
+        return False
+    subject = message.splitlines()[0]
+    print(f"ribbit: committed {commit_id[:12]} {visible(subject, one_line=True)!r}: "
+          f"{visible(', '.join(plan.shown), one_line=True)}", file=sys.stderr)
+    return True
 
 
 def run_review(

@@ -8,6 +8,7 @@ import sys
 from agent.session import Limits
 from agent.session import SessionError, SessionStore
 from agent.session import SetupError, check_repo
+from app.args import engine_options
 from app.visible import visible
 from app.app import make_app
 
@@ -33,7 +34,7 @@ def tui_main(args: argparse.Namespace) -> int:
     app = make_app(
         root, args.model, mode=args.mode, context=args.context, no_sandbox=args.no_sandbox,
         reasoning=args.reasoning, limits=Limits(context=args.context, tool_output_tokens=args.tool_output_tokens),
-        continue_last=getattr(args, "cont", False), resume=getattr(args, "resume", None),
+        continue_last=getattr(args, "cont", False), resume=getattr(args, "resume", None), engine=engine_options(args),
     )
     try:
         code = app.run()

@@ -7,8 +7,8 @@ import sys
 import time
 from pathlib import Path
 
-from agent.session import Journal, JournalError, SessionInfo, open_journals, shown
-from app.visible import visible
+from agent.session import JournalError, journaled_sessions, undo_session
+from app.visible import visible, visible_line
 
 
 class _Parser(argparse.ArgumentParser):
@@ -42,31 +42,20 @@ def undo_main(argv: list[str]) -> int:
         print(f"ribbit undo: error: {root} is not a folder", file=sys.stderr)
         return 1
     try:
-        journals = open_journals(root.resolve())
-        listed: list[tuple[SessionInfo, Journal]] = sorted(
-            ((info, journal) for journal in journals for info in journal.sessions()),
-            key=lambda pair: (pair[0].started, pair[0].session_id),
-        )
         if args.list:
+            listed, kind = journaled_sessions(root)
             if not listed:
-                print(f"no ribbit sessions in {journals[0].kind}")
-            for info, _journal in listed:
+                print(f"no ribbit sessions in {kind}")
+            for info in listed:
                 when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.started))
                 state = "undone" if info.reverted else f"{info.steps} step(s)"
-                names = [shown(visible(f, one_line=True)) for f in info.files[:6]]  # one escaping style: visible()'s
+                if info.cut_short:
+                    state += " + a last step not recorded (disk full, crash, or still running)"
+                names = [visible_line(f, 120) for f in info.files[:6]]  # agent-made names, escaped
                 files = ", ".join(names) + (" ..." if len(info.files) > 6 else "") or "no files changed"
                 print(visible(f"{info.session_id}  {when}  {state}  {files}", one_line=True))  # agent-made names
             return 0
-        if args.session is None:
-            pending = [pair for pair in listed if not pair[0].reverted and pair[0].steps > 0]
-            if not pending:
-                raise JournalError("nothing to undo: no session that changed files is journaled here")
-            info, journal = pending[-1]
-            session = info.session_id
-        else:
-            session = args.session
-            journal = next((j for info, j in listed if info.session_id == session), journals[0])
-        result = journal.undo_session(session)
+        result = undo_session(root, args.session)
     except JournalError as exc:
         print(f"ribbit undo: error: {visible(str(exc), one_line=True)}", file=sys.stderr)
         return 1

@@ -1,5 +1,5 @@
 """Model-chosen text made safe to show on a terminal: control, invisible and look-alike characters
-appear escaped.
+(letters, and the punctuation of paths: `.`, `/`, `\\`, `:`) appear escaped.
 
 Anything the agent touched (its words, commands, paths, file contents, tool output) may carry
 terminal escapes: `\\r\\x1b[2K\\x1b[1A` can redraw an approval prompt so that the user approves a
@@ -41,6 +41,61 @@ _WORD = re.compile(r"\w+")
 _LOOK_ALIKE = re.compile("[\u0370-\u03ff\u1f00-\u1fff\u0400-\u052f\u1c80-\u1c8f\u2de0-\u2dff\ua640-\ua69f\uff10-\uff5a"
                          "\U0001d400-\U0001d7ff]")
 _LATIN = re.compile("[A-Za-z\u00c0-\u024f\u1e00-\u1eff]")
+# Punctuation that draws like `.`, `/`, `\\` or `:` (Unicode's confusables of the characters a path or
+# command is made of): `calc.py\u2024py` reads as `calc.py.py`, `src\u2215x` as `src/x`. Escaped
+# wherever it touches a letter, digit or ASCII punctuation (a path, a name, code), so prose in a script
+# that uses its own (the fullwidth colon in Chinese text) is left alone.
+_PUNCTUATION_ALIKE = (
+    # like "." (and the middle dots and small full stops, which read as one between two names)
+    "\u0660\u06f0\u0701\u0702\u2024\ua4f8\ua60e\ufe52\uff0e\U00010a50\U0001d16d"
+    "\u00b7\u0387\u1427\u16eb\u2027\u2e31\u2e33\u30fb\uff61\uff65"
+    # like "/"
+    "\u1735\u2041\u2044\u2215\u2571\u27cb\u29f8\u2cc6\u2f03\u3033\u30ce\u31d3\u4e3f\uff0f\U0001d23a"
+    # like "\\"
+    "\u2216\u2572\u27cd\u29f5\u29f9\u2f02\u31d4\u4e36\ufe68\uff3c\U0001d20f\U0001d23b"
+    # like ":"
+    "\u02d0\u02f8\u0589\u05c3\u0703\u0704\u0903\u0a83\u16ec\u1803\u1809\u205a\u2236\ua4fd\ua789"
+    "\ufe13\ufe30\ufe55\uff1a\U0001d10b"
+)
+# A look-alike with an ASCII letter, digit or punctuation (or a Latin letter) right before or after it.
+_NAME_CHAR = "[\\x21-\\x7e\\u00c0-\\u024f]"
+_PUNCT_IN_NAME = re.compile(f"(?<={_NAME_CHAR})[{_PUNCTUATION_ALIKE}]|[{_PUNCTUATION_ALIKE}](?={_NAME_CHAR})")
+
+
+# A base character of a name (ASCII or Latin) with the combining marks after it. The marks are escaped
+# unless the whole draws as one accented letter Unicode has (NFC composes it: `cafe\u0301`, a decomposed
+# Vietnamese `e\u0323\u0302`): `calc\u0323py` draws a dot under the c, `src\u0338x` a slash through it.
+_MARKED = re.compile(f"({_NAME_CHAR})([\u0300-\u036f\u0483-\u0489\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]+)")
+# Cyrillic and Greek letters that draw like a Latin one. A word made only of them, in a run of text that
+# has Latin letters too (`\u0430\u0440\u0440\u04cf\u0435.com`, `\u0430\u0440\u0435.py`), reads as
+# Latin: escaped. A word with any other letter of its script (`\u0444\u0430\u0439\u043b.txt`) is left alone.
+_LATIN_LOOKING = frozenset(
+    "\u0430\u0435\u043e\u0440\u0441\u0443\u0445\u0455\u0456\u0458\u04cf\u0501\u051b\u051d\u04bb\u04af"
+    "\u0410\u0412\u0415\u041a\u041c\u041d\u041e\u0420\u0421\u0422\u0425\u0423\u0406\u0408\u0405\u051a\u051c"
+    "\u03bf\u03bd\u0391\u0392\u0395\u0396\u0397\u0399\u039a\u039c\u039d\u039f\u03a1\u03a4\u03a5\u03a7"
+)
+_RUN = re.compile(r"\S+")
+
+
+def _stray_marks(match: re.Match[str]) -> str:
+    base, marks = match.group(1), match.group(2)
+    if len(unicodedata.normalize("NFC", base + marks)) == 1:
+        return match.group()
+    return base + "".join(_escape_char(m) for m in marks)
+
+
+def _latin_looking(match: re.Match[str]) -> str:
+    run = match.group()
+    if not _LATIN.search(run):
+        return run
+
+    def word(found: re.Match[str]) -> str:
+        text = found.group()
+        if text.isascii() or not all(c in _LATIN_LOOKING for c in text):
+            return text
+        return "".join(_escape_char(c) for c in text)
+
+    return _WORD.sub(word, run)
 
 
 def _escape_char(char: str) -> str:
@@ -82,6 +137,13 @@ def _look_alikes(text: str) -> str:
     return _WORD.sub(word, text)
 
 
+def visible_line(value: object, limit: int = 70) -> str:
+    """A value as one escaped line of at most `limit` characters (a cut one ends in "…")."""
+    text = value if isinstance(value, str) else repr(value)
+    text = visible(text[: limit * 8].replace("\n", "⏎"), one_line=True)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def visible(text: str, *, one_line: bool = False, prose: bool = False) -> str:
     """`text` with every character that could move the cursor, restyle or reorder the screen, or that
     draws nothing or like another one, escaped as `\\xNN` / `\\uNNNN` (for the eye: a backslash
@@ -92,4 +154,7 @@ def visible(text: str, *, one_line: bool = False, prose: bool = False) -> str:
     scripts are left alone there ("10μs"), and a chunk may hold half a word anyway.
     """
     shown = (_ONE_LINE if one_line else _ALWAYS).sub(_escape, text)
-    return shown if prose or shown.isascii() else _look_alikes(shown)
+    if prose or shown.isascii():
+        return shown
+    shown = _MARKED.sub(_stray_marks, _PUNCT_IN_NAME.sub(lambda m: _escape_char(m.group()), shown))
+    return _RUN.sub(_latin_looking, _look_alikes(shown))

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from agent.git import tracked_files
 from quantize.calibrate import DEFAULT_TOKENS, calibrate, calibration_text
 from quantize.quantizer import MATRIX_TYPES, gguf_source, quantize_gguf
 
@@ -83,11 +84,11 @@ def real_repository(cache: Path) -> tuple[Path, Path]:
 def eval_tokens(model_path: Path, repo: Path, n_tokens: int) -> list[list[int]]:
     """`n_tokens` of the evaluation half's text as chunks of CHUNK tokens, BOS first, as calibration cuts them."""
     from quantize._calibrate_worker import plan_chunks
-    from quantize.verify import load_llama
+    from models.llama_runtime import open_for_logits as load_llama
 
     llm = load_llama(model_path, n_ctx=64)
     stream: list[int] = []
-    for path in calibration_text(repo, n_tokens).files:
+    for path in calibration_text(repo, n_tokens, tracked_files).files:
         stream += llm.tokenize((path.read_text(encoding="utf-8") + "\n\n").encode(), add_bos=False, special=False)
         if len(stream) >= n_tokens:
             break
@@ -104,7 +105,8 @@ class Reference:
     """The source model's log-probabilities at every evaluated position, kept on disk (positions x vocab)."""
 
     def __init__(self, model_path: Path, chunks: list[list[int]], work: Path) -> None:
-        from quantize.verify import llama_logits, load_llama
+        from models.llama_runtime import open_for_logits as load_llama
+        from quantize.verify import llama_logits
 
         llm = load_llama(model_path, n_ctx=CHUNK)
         n = sum(len(c) for c in chunks)
@@ -124,7 +126,8 @@ class Reference:
 
 def compare(model_path: Path, ref: Reference) -> dict[str, float]:
     """Mean KL(source || model), top-1 agreement with the source, and the mean NLL of the text."""
-    from quantize.verify import llama_logits, load_llama
+    from models.llama_runtime import open_for_logits as load_llama
+    from quantize.verify import llama_logits
 
     llm = load_llama(model_path, n_ctx=CHUNK)
     kl = agree = nll = 0.0
@@ -147,14 +150,14 @@ def quality(args: argparse.Namespace, cache: Path) -> None:
     calib_repo, eval_repo = real_repository(cache)
     work = cache / "smollm2"
     work.mkdir(parents=True, exist_ok=True)
-    text = calibration_text(calib_repo, args.tokens)
+    text = calibration_text(calib_repo, args.tokens, tracked_files)
     print(f"source: {shipped.name} ({gguf_source(shipped).file_type}); calibration half: {text.n_tracked} tracked files, "
           f"evaluation half: {eval_repo.name}", flush=True)
     budgets = [args.tokens, *args.sweep]
     matrices = {}
     for budget in budgets:
         matrix = work / f"calibration-{budget}.imatrix.gguf"
-        res = calibrate(shipped, calibration_text(calib_repo, budget), matrix, tokens=budget)
+        res = calibrate(shipped, calibration_text(calib_repo, budget, tracked_files), matrix, tokens=budget)
         matrices[budget] = matrix
         print(f"calibrated on {res.tokens:,} tokens ({res.chunks} chunks) in {res.seconds:.1f} s: {res.entries} weights",
               flush=True)
@@ -249,7 +252,7 @@ def real_size(args: argparse.Namespace, cache: Path) -> None:
     budget = args.real_tokens
     cpu0 = os.times()
     with PeakMemory() as peak:
-        res = calibrate(bf16, calibration_text(calib_repo, budget), matrix, tokens=budget)
+        res = calibrate(bf16, calibration_text(calib_repo, budget, tracked_files), matrix, tokens=budget)
     cpu = (os.times().children_user + os.times().children_system) - (cpu0.children_user + cpu0.children_system)
     print(f"calibration of {bf16.name} on {res.tokens:,} tokens ({res.chunks} chunks of {res.chunk_size}): "
           f"{res.seconds:.0f} s wall, {cpu:.0f} s CPU = {res.seconds * 1000 / res.tokens:.0f} s wall per 1K tokens; "

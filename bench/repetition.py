@@ -52,7 +52,7 @@ def record(path: Path, max_tokens: int) -> None:
     from agent.session import Limits, RejectAll, open_workspace
     from models.base import GenerationRequest, TextChunk
     from models.chat import ChatMessage
-    from models.spec import load_model
+    from models.backends import load_model
 
     model = load_model("default", context=4096)
     with tempfile.TemporaryDirectory() as temp, path.open("w") as out:

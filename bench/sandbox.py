@@ -1,7 +1,8 @@
 """What the Bash sandbox costs: per-command latency, the per-command layout work, memory under a flood.
 
 1. `true` through each runner (unsandboxed, bubblewrap with the repository writable, read-only, and
-   writable without the memory and process caps: memory_mb = 0, max_processes = 0), and through a
+   writable without the memory and process caps: memory_mb = 0, max_processes = 0, and writable without
+   the command overlay; a command writing 20 files with and without it), and through a
    baseline runner loaded from another checkout's agent/sandbox/runner.py (--baseline), alternated
    A/B/... per round so machine noise hits them alike; medians and ratios.
 2. The per-command layout work alone (hidden paths, the host socket table, the env allow-list, git's
@@ -41,16 +42,25 @@ def load_baseline(path: Path):  # type: ignore[no-untyped-def]
     return module
 
 
+# A command that changes something: what applying the overlay's upper layer costs.
+WRITES = "mkdir -p out && for i in $(seq 20); do echo $i $RANDOM > out/f$i; done"
+
+
 def per_command(root: Path, rounds: int, baseline: Path | None) -> None:
     cancel = threading.Event()
     local, bwrap = LocalRunner(root), BwrapRunner(root)
     uncapped = BwrapRunner(root, SandboxSettings(memory_mb=0, max_processes=0))
-    print(f"caps: {bwrap.caps.describe()}")
+    direct = BwrapRunner(root)
+    direct.overlay_base = None  # writes straight to the checkout, as before issue 40 (agent.sandbox.overlay)
+    print(f"caps: {bwrap.caps.describe()}; command overlay: {'yes' if bwrap.overlay_base else 'no (cannot mount here)'}")
     cases: dict[str, Callable[[], object]] = {
         "unsandboxed": lambda: local.run("true", root, 30, cancel),
         "bubblewrap, repo writable": lambda: bwrap.run("true", root, 30, cancel, access="read-write"),
         "bubblewrap, repo read-only": lambda: bwrap.run("true", root, 30, cancel, access="read-only"),
         "bubblewrap writable, no caps": lambda: uncapped.run("true", root, 30, cancel, access="read-write"),
+        "bubblewrap writable, no overlay": lambda: direct.run("true", root, 30, cancel, access="read-write"),
+        "bubblewrap, writes 20 files": lambda: bwrap.run(WRITES, root, 30, cancel, access="read-write"),
+        "no overlay, writes 20 files": lambda: direct.run(WRITES, root, 30, cancel, access="read-write"),
     }
     if baseline is not None:
         old = load_baseline(baseline).BwrapRunner(root)
@@ -82,7 +92,7 @@ def per_command(root: Path, rounds: int, baseline: Path | None) -> None:
         f"({len(view.hidden)} hidden paths, {len(view.sockets)} host sockets masked, {len(bwrap.environment())} variables), "
         f"of which finding git's config files to mask {masking * 1000:.2f} ms ({len(view.masked)} masked copies mounted)"
     )
-    for runner in (local, bwrap, uncapped):
+    for runner in (local, bwrap, uncapped, direct):
         runner.close()
 
 

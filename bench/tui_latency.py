@@ -139,7 +139,7 @@ def serve(repo: str, spec: str, report: str, history: str = "0") -> int:
     """
     from app.app import AppConfig, RibbitApp
     from models.chat import ToolCall
-    from models.spec import load_model
+    from models.backends import load_model
 
     class LateSessionApp(RibbitApp):
         async def _start(self) -> None:

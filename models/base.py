@@ -23,12 +23,29 @@ Dialect = str
 FinishReason = Literal["stop", "length", "context", "cancelled"]
 
 
+# Where no tokenizer is at hand (replay, a server's request, the loop's budgets): characters per token.
+CHARS_PER_TOKEN = 4
+
+
+def estimate_tokens(text: str) -> int:
+    """Tokens `text` takes, estimated from its length (the one estimate every layer uses)."""
+    return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+
+
 def cache_folder(name: str) -> Path:
     """ribbit's cache folder NAME: `$XDG_CACHE_HOME/ribbit/NAME` (saved prompt states, the embedded model's copy)."""
     base = Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser()
     if not base.is_absolute():  # the XDG spec: relative values are ignored (else caches land in the repo)
         base = Path.home() / ".cache"
     return base / "ribbit" / name
+
+
+class ModelCheck(BaseModel):
+    """One line of `ribbit doctor` about models."""
+
+    name: str
+    ok: bool
+    detail: str
 
 
 class ModelError(Exception):

@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import os
 
-from pydantic import BaseModel
-
-
-class ModelCheck(BaseModel):
-    name: str
-    ok: bool
-    detail: str
+from models.backends import EngineOptions, backend_for, gguf_path, resolve_spec
+from models.base import ModelCheck, ModelError
+from models.settings import Settings, env_name
 
 
-def model_checks(spec: str | None = None) -> list[ModelCheck]:
-    """The lines for `ribbit doctor [--model SPEC]`."""
-    from models.base import ModelError
+def model_checks(spec: str | None = None, engine: EngineOptions | None = None) -> list[ModelCheck]:
+    """The lines for `ribbit doctor [--model SPEC]`; `engine`: the command line's engine options."""
     from models.embedded import DEMO_LIMITS, EMBEDDED_NAME, embedded_model
-    from models.spec import resolve_spec
+
+    engine = engine or EngineOptions()
 
     checks: list[ModelCheck] = []
     try:
@@ -34,13 +29,13 @@ def model_checks(spec: str | None = None) -> list[ModelCheck]:
     except ModelError as exc:
         checks.append(ModelCheck(name="embedded model", ok=False, detail=str(exc)))
     chosen = resolve_spec(spec)
-    origin = " (from RIBBIT_MODEL)" if not spec and os.environ.get("RIBBIT_MODEL") else ""
-    checks.append(spec_check(chosen, origin))
-    checks.append(threads_check())
-    checks.append(memory_check(chosen))
-    checks.append(drafting_check(chosen))
-    if chosen.startswith("openai:"):
-        checks += endpoint_checks(chosen)
+    origin = f" (from {env_name('model')})" if not spec and Settings.read().model else ""
+    backend = backend_for(chosen)
+    checks.append(backend.spec_check(chosen, origin))
+    checks.append(threads_check(engine))
+    checks.append(memory_check(chosen, engine))
+    checks.append(drafting_check(chosen, engine))
+    checks += backend.checks(chosen)
     return checks
 
 
@@ -58,107 +53,18 @@ def buffers_note(llama_cpp: object) -> str:
     return ""
 
 
-ENDPOINT_CHECKS = ("endpoint", "API key", "served model")
 # The lines whose `!!` makes `ribbit doctor` exit 1: ribbit cannot work as configured without them.
-NEEDED = ("llama.cpp", "embedded model", "model SPEC", *ENDPOINT_CHECKS)
+NEEDED = ("llama.cpp", "embedded model", "model SPEC", "endpoint", "API key", "served model")
 
 
-def spec_check(chosen: str, origin: str = "") -> ModelCheck:
-    """The model SPEC as ribbit would load it: a GGUF that is there and is one (and whether its chat template
-    has tool calls), a replay file that reads; an openai: SPEC's server is checked by endpoint_checks."""
-    from pathlib import Path
-
-    from models.base import ModelError
-    from models.embedded import DEMO_LIMITS, WORKING_MODELS, is_embedded
-    from models.spec import DEFAULT_SPECS
-
-    name = "model SPEC"
-    if chosen in DEFAULT_SPECS:
-        return ModelCheck(name=name, ok=True, detail=f"default{origin}: the embedded model, {DEMO_LIMITS}; {WORKING_MODELS}")
-    if chosen.startswith("openai:"):
-        return ModelCheck(name=name, ok=True, detail=f"{chosen}{origin} (the server: see endpoint below)")
-    if chosen.startswith("replay:"):
-        from models.replay import load_turns
-
-        try:
-            turns = load_turns(Path(chosen[len("replay:"):].partition("#")[0]).expanduser())
-        except ModelError as exc:
-            return ModelCheck(name=name, ok=False, detail=f"{chosen}{origin}: {exc}")
-        return ModelCheck(name=name, ok=True, detail=f"{chosen}{origin}: {len(turns)} recorded turns")
-    from models.gguf_meta import read_metadata
-    from models.llama_backend import check_model_file
-
-    path = Path(chosen).expanduser()
-    try:
-        check_model_file(path)
-        template = read_metadata(path).get("tokenizer.chat_template")
-    except ModelError as exc:
-        return ModelCheck(name=name, ok=False, detail=f"{exc}{origin}")
-    except (OSError, ValueError) as exc:
-        return ModelCheck(name=name, ok=False, detail=f"cannot read {path}: {exc}{origin}")
-    if is_embedded(path):
-        return ModelCheck(name=name, ok=True, detail=f"{path}{origin}: the embedded model, {DEMO_LIMITS}; {WORKING_MODELS}")
-    from models.dialects import FALLBACK, detect_dialect
-
-    dialect = detect_dialect(template) if isinstance(template, str) and template else FALLBACK.name
-    if dialect == FALLBACK.name:
-        calls = ("its chat template has no tool calls: ribbit asks for plain JSON calls, which models not trained "
-                 "for them rarely write (it may answer without editing)")
-    else:
-        calls = f"tool calls in the {dialect} format its chat template teaches"
-    return ModelCheck(name=name, ok=True, detail=f"{path}{origin}: {calls}")
-MODELS_SHOWN = 30
-
-
-def endpoint_checks(spec: str) -> list[ModelCheck]:
-    """An openai: SPEC: where its key comes from (never the key), whether the server answers, its models."""
-    from urllib.parse import urlsplit
-
-    from models.base import ModelError
-    from models.openai_backend import OpenAICompatibleModel, api_key_for, parse_spec
-
-    try:
-        parsed = parse_spec(spec)
-        key = api_key_for(parsed)
-    except ModelError as exc:
-        return [ModelCheck(name="endpoint", ok=False, detail=str(exc))]
-    host = urlsplit(parsed.base_url).hostname or ""
-    if key is None:
-        key_line = ModelCheck(name="API key", ok=True, detail=f"none ({parsed.key_env} is not set; fine for a server without keys)")
-    else:
-        clear = parsed.base_url.startswith("http://") and host not in ("127.0.0.1", "localhost", "::1")
-        key_line = ModelCheck(name="API key", ok=True, detail=f"from {parsed.key_env}" + (
-            "; sent in clear text over http:// to another machine" if clear else ""))
-    try:
-        client = OpenAICompatibleModel(parsed.base_url, parsed.model or "-", api_key=key,
-                                       timeout_s=min(parsed.timeout_s, 30.0), retries=min(parsed.retries, 2), probe=False)
-        models = client.list_models()
-    except ModelError as exc:
-        return [ModelCheck(name="endpoint", ok=False, detail=str(exc)), key_line]
-    shown = ", ".join(models[:MODELS_SHOWN]) + (f" and {len(models) - MODELS_SHOWN} more" if len(models) > MODELS_SHOWN else "")
-    checks = [ModelCheck(name="endpoint", ok=True, detail=f"{parsed.base_url} answers; {len(models)} models: {shown or '(none)'}"),
-              key_line]
-    if parsed.model is None:
-        checks.append(ModelCheck(name="served model", ok=bool(models),
-                                 detail=f"{models[0]} (the first listed; name one with #MODEL)" if models
-                                 else "the server lists no models; name one: openai:URL#MODEL"))
-    elif parsed.model in models:
-        checks.append(ModelCheck(name="served model", ok=True, detail=f"{parsed.model} is listed"))
-    else:
-        checks.append(ModelCheck(name="served model", ok=False, detail=f"{parsed.model} is not among the models the server lists"))
-    return checks
-
-
-def threads_check(window: float = 0.5) -> ModelCheck:
+def threads_check(engine: EngineOptions, window: float = 0.5) -> ModelCheck:
     """The thread choice and why: cores, --threads / RIBBIT_THREADS, and contention measured now."""
     import time
 
-    from models.base import ModelError
-    from models.spec import engine_options
     from models.threads import ContentionMeter, ThreadPolicy
 
     try:
-        policy = ThreadPolicy(flag=engine_options().threads)
+        policy = ThreadPolicy(flag=engine.threads)
     except ModelError as exc:
         return ModelCheck(name="threads", ok=False, detail=str(exc))
     meter = ContentionMeter()
@@ -168,23 +74,18 @@ def threads_check(window: float = 0.5) -> ModelCheck:
     return ModelCheck(name="threads", ok=True, detail=choice.reason())
 
 
-def drafting_check(spec: str) -> ModelCheck:
+def drafting_check(spec: str, engine: EngineOptions) -> ModelCheck:
     """Which draft sources speculative decoding would use for the configured GGUF."""
-    from pathlib import Path
-
-    from models.base import ModelError
-    from models.embedded import embedded_model_path
     from models.gguf_meta import read_metadata
     from models.llama_backend import has_mtp_layer
-    from models.spec import DEFAULT_SPECS, engine_options
 
-    mode = engine_options().draft
-    if spec.startswith(("openai:", "replay:")):
+    mode = engine.draft
+    if not backend_for(spec).in_process:
         return ModelCheck(name="drafting", ok=True, detail=f"not used by {spec.split(':', 1)[0]}: models")
     if mode == "none":
         return ModelCheck(name="drafting", ok=True, detail="off (--draft none)")
     try:
-        path = embedded_model_path() if spec in DEFAULT_SPECS else Path(spec).expanduser()
+        path = gguf_path(spec)
         mtp = has_mtp_layer(read_metadata(path)) if path.is_file() else False
     except ModelError as exc:
         return ModelCheck(name="drafting", ok=False, detail=str(exc))
@@ -196,14 +97,12 @@ def drafting_check(spec: str) -> ModelCheck:
     return ModelCheck(name="drafting", ok=True, detail=f"--draft {mode}: " + ", ".join(sources))
 
 
-def memory_check(spec: str) -> ModelCheck:
+def memory_check(spec: str, engine: EngineOptions) -> ModelCheck:
     """The memory planner's choice for the configured GGUF (context, KV type, batch, threads), or why it won't fit."""
-    from models.base import ModelError
-
-    if spec.startswith(("openai:", "replay:")):
+    if not backend_for(spec).in_process:
         return ModelCheck(name="memory plan", ok=True, detail=f"not needed for {spec.split(':', 1)[0]}: models")
     try:
-        plan = _plan(spec)
+        plan = _plan(spec, engine)
         if isinstance(plan, str):
             return ModelCheck(name="memory plan", ok=False, detail=plan)
         return ModelCheck(name="memory plan", ok=True, detail=plan.describe())
@@ -211,34 +110,27 @@ def memory_check(spec: str) -> ModelCheck:
         return ModelCheck(name="memory plan", ok=False, detail=str(exc))
 
 
-def planned_memory_bytes(spec: str) -> int:
+def planned_memory_bytes(spec: str, engine: EngineOptions | None = None) -> int:
     """What the model of a SPEC would keep resident in ribbit (0: none in-process, or unknown)."""
-    from models.base import ModelError
-
-    if spec.startswith(("openai:", "replay:")):
+    if not backend_for(spec).in_process:
         return 0
     try:
-        plan = _plan(spec)
+        plan = _plan(spec, engine or EngineOptions())
     except ModelError:
         return 0
     return 0 if isinstance(plan, str) else plan.total_bytes
 
 
-def _plan(spec: str):  # type: ignore[no-untyped-def]
+def _plan(spec: str, options: EngineOptions):  # type: ignore[no-untyped-def]
     """The memory plan for a GGUF SPEC at the largest context, or why there is none (a line)."""
-    from pathlib import Path
-
     from models.drafting import MAX_DRAFT
-    from models.embedded import embedded_model_path
     from models.gguf_meta import read_metadata
     from models.memory import model_shape, plan_memory
-    from models.spec import DEFAULT_SPECS, engine_options
     from models.threads import ThreadPolicy
 
-    path = embedded_model_path() if spec in DEFAULT_SPECS else Path(spec).expanduser()
+    path = gguf_path(spec)
     if not path.is_file():
         return f"{path} does not exist"
-    options = engine_options()
     threads = ThreadPolicy(flag=options.threads).choice
     meta = read_metadata(path)
     # As the backend loads it: drafting on a recurrent model keeps rollback snapshots (models.llama_backend).

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from models.base import ModelError, cache_folder
+from models.text import one_line
 
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_NAME = "SmolLM2-135M-Instruct"  # the GGUF's own general.name is a training-run label
@@ -86,7 +87,7 @@ def embedded_model() -> EmbeddedModel:
                 mark_used(copy)
                 return EmbeddedModel(copy, f"{RUN_TYPE} copy of the shipped Q4_1, for llama.cpp's batched kernels")
             except Exception as exc:  # any failure leaves the shipped file, which runs fine
-                why = _failed[copy] = " ".join(str(exc).split())[:200] or type(exc).__name__
+                why = _failed[copy] = one_line(str(exc), 200) or type(exc).__name__
     return _as_shipped(shipped, why)
 
 

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from models.settings import Settings, env_name
+
 # Positions per token in a llama_batch_ext entry (M-RoPE models read 4; text tokens use the first).
 _POS_PER_TOKEN = 4
 _backend_ready = False
@@ -54,7 +56,7 @@ def _install_log_filter(llama_cpp: Any) -> None:
 # and its AMX matrix multiply segfaults at the first prompt on some machines (ggml-org/llama.cpp#20824;
 # on this project's 2-core Xeon VM, every model, 1 or 2 threads). Weights then stay in plain buffers:
 # no AMX, and no repacking either (llama.cpp switches both with one flag). Set to 1 to keep them.
-KEEP_AMX_ENV = "RIBBIT_LLAMA_AMX"
+KEEP_AMX_ENV = env_name("llama_amx")
 
 
 def amx_in_build(llama_cpp: Any) -> bool:
@@ -64,7 +66,7 @@ def amx_in_build(llama_cpp: Any) -> bool:
 
 def extra_buffers_off(llama_cpp: Any) -> bool:
     """Whether ribbit loads models without llama.cpp's extra weight buffers (AMX, repacked), and so why."""
-    return amx_in_build(llama_cpp) and os.environ.get(KEEP_AMX_ENV, "") != "1"
+    return amx_in_build(llama_cpp) and not Settings.read().llama_amx
 
 
 def _guarded(params: Any, llama_cpp: Any) -> Any:
@@ -93,6 +95,20 @@ def guard_llama_class() -> Callable[[], Any]:
     guarded.library_default = default  # type: ignore[attr-defined]
     bindings.llama_model_default_params = guarded
     return default
+
+
+def open_for_logits(path: Path, n_ctx: int = 512) -> Any:
+    """A GGUF loaded to read every position's logits (`ribbit quantize --verify` compares them), quietly:
+    llama.cpp logs loading to fd 2 even with verbose=False in places."""
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        return open_llama(model_path=str(path), n_ctx=n_ctx, n_batch=n_ctx, logits_all=True, verbose=False,
+                          n_threads=max(1, os.cpu_count() or 1))
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def open_llama(**kwargs: Any) -> Any:

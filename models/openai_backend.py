@@ -32,8 +32,9 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, Field
 
 from models.api_keys import DEFAULT_KEY_ENV, ENV_NAME, StreamRedactor, redact, take_api_key
-from models.base import Chunk, GenerationRequest, ModelError, ModelInfo, ReasoningSwitch, TextChunk, TurnEnd, Usage
+from models.base import Chunk, GenerationRequest, ModelCheck, ModelError, ModelInfo, ReasoningSwitch, TextChunk, TurnEnd, Usage, estimate_tokens
 from models.chat import ChatMessage, ToolCall
+from models.text import one_line
 
 CONNECT_TIMEOUT = 10.0
 # A first token from a big model behind a busy server can take a while.
@@ -242,7 +243,7 @@ class OpenAICompatibleModel:
         if not usage.prompt_tokens:
             # The server reported no usage (llama_cpp.server ignores stream_options): estimate, 4 characters
             # a token for the prompt, one streamed delta a token for the answer; nothing counted as cached.
-            usage.prompt_tokens = usage.evaluated_tokens = estimate_tokens(body)
+            usage.prompt_tokens = usage.evaluated_tokens = request_tokens(body)
             usage.completion_tokens = usage.completion_tokens or deltas
         now = time.perf_counter()
         usage.prefill_s = (first or now) - started
@@ -276,7 +277,7 @@ class OpenAICompatibleModel:
         finally:
             connection.close()
         items = data.get("data", []) if isinstance(data, dict) else []
-        ids = (printable(m["id"])[:200] for m in items if isinstance(m, dict) and isinstance(m.get("id"), str))
+        ids = (one_line(m["id"], 200) for m in items if isinstance(m, dict) and isinstance(m.get("id"), str))
         return [i for i in ids if i]
 
     # -- HTTP -----------------------------------------------------------------------------------
@@ -330,7 +331,7 @@ class OpenAICompatibleModel:
             except (OSError, http.client.HTTPException):
                 detail = ""
             connection.close()
-            detail = printable(redact(detail))[:300]
+            detail = one_line(redact(detail), 300)
             if not retryable(response.status) or attempt >= self.retries:
                 raise ServerRefused(self._refusal(response.status, detail, attempt), response.status)
             wait = retry_wait(response.getheader("Retry-After"), response.getheader("Retry-After-Ms"), attempt)
@@ -391,7 +392,7 @@ class OpenAICompatibleModel:
                 continue
             if isinstance(event, dict):
                 if event.get("error"):
-                    raise ModelError(redact(f"the server reported an error: {printable(json.dumps(event['error']))[:300]}"))
+                    raise ModelError(redact(f"the server reported an error: {one_line(json.dumps(event['error']), 300)}"))
                 yield event
 
     # -- pieces ---------------------------------------------------------------------------------
@@ -460,14 +461,9 @@ def retry_wait(retry_after: str | None, retry_after_ms: str | None, attempt: int
     return min(MAX_BACKOFF, 2.0**attempt) * (0.75 + random.random() / 4)
 
 
-def estimate_tokens(body: dict[str, Any]) -> int:
-    text = json.dumps(body.get("messages", []), ensure_ascii=False) + json.dumps(body.get("tools", []), ensure_ascii=False)
-    return (len(text) + 3) // 4
-
-
-def printable(text: str) -> str:
-    """Server text made safe for one line of a terminal: whitespace runs and control characters become a space."""
-    return " ".join("".join(c if c.isprintable() else " " for c in text).split())
+def request_tokens(body: dict[str, Any]) -> int:
+    """A request's prompt tokens, estimated (servers that do not report them)."""
+    return estimate_tokens(json.dumps(body.get("messages", []), ensure_ascii=False) + json.dumps(body.get("tools", []), ensure_ascii=False))
 
 
 def _header_cost(response: http.client.HTTPResponse) -> float | None:
@@ -500,4 +496,43 @@ def _reason(exc: BaseException) -> str:
         return "unknown host"
     if isinstance(exc, TimeoutError):
         return "timed out"
-    return printable(str(exc) or type(exc).__name__)[:200]
+    return one_line(str(exc) or type(exc).__name__, 200)
+
+
+MODELS_SHOWN = 30  # models named on doctor's endpoint line
+
+
+def endpoint_checks(spec: str) -> list[ModelCheck]:
+    """An openai: SPEC: where its key comes from (never the key), whether the server answers, its models."""
+    from urllib.parse import urlsplit
+
+    try:
+        parsed = parse_spec(spec)
+        key = api_key_for(parsed)
+    except ModelError as exc:
+        return [ModelCheck(name="endpoint", ok=False, detail=str(exc))]
+    host = urlsplit(parsed.base_url).hostname or ""
+    if key is None:
+        key_line = ModelCheck(name="API key", ok=True, detail=f"none ({parsed.key_env} is not set; fine for a server without keys)")
+    else:
+        clear = parsed.base_url.startswith("http://") and host not in ("127.0.0.1", "localhost", "::1")
+        key_line = ModelCheck(name="API key", ok=True, detail=f"from {parsed.key_env}" + (
+            "; sent in clear text over http:// to another machine" if clear else ""))
+    try:
+        client = OpenAICompatibleModel(parsed.base_url, parsed.model or "-", api_key=key,
+                                       timeout_s=min(parsed.timeout_s, 30.0), retries=min(parsed.retries, 2), probe=False)
+        models = client.list_models()
+    except ModelError as exc:
+        return [ModelCheck(name="endpoint", ok=False, detail=str(exc)), key_line]
+    shown = ", ".join(models[:MODELS_SHOWN]) + (f" and {len(models) - MODELS_SHOWN} more" if len(models) > MODELS_SHOWN else "")
+    checks = [ModelCheck(name="endpoint", ok=True, detail=f"{parsed.base_url} answers; {len(models)} models: {shown or '(none)'}"),
+              key_line]
+    if parsed.model is None:
+        checks.append(ModelCheck(name="served model", ok=bool(models),
+                                 detail=f"{models[0]} (the first listed; name one with #MODEL)" if models
+                                 else "the server lists no models; name one: openai:URL#MODEL"))
+    elif parsed.model in models:
+        checks.append(ModelCheck(name="served model", ok=True, detail=f"{parsed.model} is listed"))
+    else:
+        checks.append(ModelCheck(name="served model", ok=False, detail=f"{parsed.model} is not among the models the server lists"))
+    return checks

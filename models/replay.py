@@ -14,16 +14,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from models.base import Chunk, GenerationRequest, ModelError, ModelInfo, TextChunk, TurnEnd, Usage
+from models.base import Chunk, GenerationRequest, ModelError, ModelInfo, TextChunk, TurnEnd, Usage, estimate_tokens
 from models.chat import ChatMessage, ToolSpec
 from models.dialects import detect_dialect
 from models.saved_points import META_LIMIT, PointMeta, read_meta, read_saved_file, write_meta
 
 _PIECES = re.compile(r"\s*\S+|\s+")
-
-
-def estimate_tokens(text: str) -> int:
-    return (len(text) + 3) // 4
 
 
 def load_turns(path: Path) -> list[str]:

@@ -24,8 +24,9 @@ from typing import Literal
 from pydantic import BaseModel
 
 from models.base import ModelError
+from models.settings import Settings, env_name
 
-THREADS_ENV = "RIBBIT_THREADS"
+THREADS_ENV = env_name("threads")
 # Other programs must keep this much of a core busy, on average, before a thread is given up to them.
 BUSY_CORE = 0.75
 # A window shorter than this measures scheduling noise, not contention.
@@ -91,7 +92,7 @@ def threads_override(flag: int | None, env: dict[str, str] | None = None) -> tup
         if flag < 1:
             raise ModelError(f"--threads must be at least 1, not {flag}")
         return flag, "flag"
-    raw = (os.environ if env is None else env).get(THREADS_ENV, "").strip()
+    raw = Settings.read(env).threads
     if not raw:
         return None
     try:

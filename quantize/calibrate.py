@@ -1,7 +1,9 @@
 """``--calibrate DIR``: an importance matrix from the text of a repository's tracked files.
 
 The best calibration text for a coding assistant is the code it will read. The files are those git
-tracks under DIR (so build output, virtual environments and secrets in .gitignore stay out), read in a
+tracks under DIR (so build output, virtual environments and secrets in .gitignore stay out), listed by
+the caller's `list_tracked` (ribbit passes its hardened git, agent.git.tracked_files: DIR's own config,
+its core.fsmonitor or hooks, runs nothing; quantize itself never starts git), read in a
 fixed shuffled order so that a budget smaller than the repository samples all of it; binary files and
 files over MAX_FILE_BYTES (lock files, data, minified bundles) are left out. The model runs in a child
 process (quantize/_calibrate_worker.py) and the matrix is written in llama.cpp's GGUF imatrix format.
@@ -11,11 +13,11 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from quantize.convert import partial_path
 from quantize.errors import QuantizeError
@@ -53,15 +55,19 @@ def check_budget(tokens: int) -> None:
         raise QuantizeError(f"--calibrate-tokens must be at least {MIN_TOKENS} (got {tokens})")
 
 
-def _git(directory: Path, *args: str) -> str:
-    try:
-        done = subprocess.run(["git", "-C", str(directory), *args], capture_output=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise QuantizeError(f"git could not run ({exc})", directory) from None
-    if done.returncode != 0:
-        why = (done.stderr.decode("utf-8", "replace").strip().splitlines() or ["?"])[-1]
-        raise QuantizeError(f"not inside a git repository; calibration reads its tracked files ({why})", directory)
-    return os.fsdecode(done.stdout)
+class Tracked(Protocol):
+    """What git tracks under a folder: the repository's work tree, the files, the commit (None: none yet)."""
+
+    @property
+    def top(self) -> Path: ...
+    @property
+    def files(self) -> list[Path]: ...
+    @property
+    def head(self) -> str | None: ...
+
+
+# Lists what git tracks under a folder; raises LookupError (one line) when it cannot.
+ListTracked = Callable[[Path], Tracked]
 
 
 def _is_text(path: Path) -> bool:
@@ -83,12 +89,16 @@ def _is_text(path: Path) -> bool:
     return True
 
 
-def calibration_text(directory: Path, tokens: int) -> CalibrationText:
+def calibration_text(directory: Path, tokens: int, list_tracked: ListTracked) -> CalibrationText:
     """The files to calibrate on; QuantizeError (one line) when DIR gives none."""
     if not directory.is_dir():
         raise QuantizeError("not a directory (--calibrate takes a folder in a git repository)", directory)
-    top = Path(_git(directory, "rev-parse", "--show-toplevel").strip())
-    listed = [directory / name for name in _git(directory, "ls-files", "-z").split("\0") if name]
+    try:
+        tracked = list_tracked(directory)
+    except LookupError as exc:
+        raise QuantizeError(str(exc), directory) from None
+    top = tracked.top
+    listed = list(tracked.files)
     if not listed:
         raise QuantizeError("git tracks no files here; nothing to calibrate on", directory)
     order = sorted(listed)
@@ -104,15 +114,10 @@ def calibration_text(directory: Path, tokens: int) -> CalibrationText:
     if not files:
         raise QuantizeError(f"none of the {len(listed)} tracked files here is text (binary, empty, or over "
                             f"{MAX_FILE_BYTES // 1024} KiB); nothing to calibrate on", directory)
-    head = _git(directory, "rev-parse", "--short=12", "HEAD").strip() if _has_commit(directory) else "uncommitted"
+    head = tracked.head or "uncommitted"
     where = directory.resolve().relative_to(top.resolve()) if directory.resolve() != top.resolve() else Path()
     dataset = f"{top.name}/{where}@{head}" if str(where) != "." else f"{top.name}@{head}"
     return CalibrationText(directory, files, len(listed), dataset)
-
-
-def _has_commit(directory: Path) -> bool:
-    return subprocess.run(["git", "-C", str(directory), "rev-parse", "--verify", "-q", "HEAD"],
-                          capture_output=True).returncode == 0
 
 
 def calibrate(

@@ -11,12 +11,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
-from quantize.calibrate import DEFAULT_TOKENS, MIN_TOKENS, CalibrationText, calibrate, calibration_text
+from quantize.calibrate import DEFAULT_TOKENS, MIN_TOKENS, CalibrationText, ListTracked, calibrate, calibration_text
 from quantize.convert import ConvertResult, convert_checkpoint
 from quantize.errors import QuantizeError
 from quantize.progress import end_line
 from quantize.quantizer import MATRIX_TYPES, QUANT_TYPES, GgufSource, bytes_per_param, gguf_source, quantize_gguf
+
+if TYPE_CHECKING:
+    from quantize.verify import LlamaLoader
 
 PROG = "ribbit quantize"
 
@@ -122,10 +126,16 @@ def human_time(seconds: float) -> str:
     return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
 
 
-def run(args: argparse.Namespace) -> None:
+def run(
+    args: argparse.Namespace, load_for_verify: LlamaLoader | None = None, list_tracked: ListTracked | None = None,
+) -> None:
     src: Path = args.src
     qtype: str = args.type
     from_gguf = src.is_file()
+    if args.verify and load_for_verify is None:
+        raise _UsageError("--verify needs llama.cpp: run it as `ribbit quantize`")
+    if args.calibrate is not None and list_tracked is None:
+        raise _UsageError("--calibrate needs git's list of tracked files: run it as `ribbit quantize`")
     _check_usage(args, from_gguf)
     name = _stem(src) if from_gguf else src.resolve().name
     out: Path = args.output or Path.cwd() / f"{name}-{qtype}.gguf"
@@ -134,7 +144,8 @@ def run(args: argparse.Namespace) -> None:
         raise QuantizeError("missing imatrix file", args.imatrix)
     text: CalibrationText | None = None
     if args.calibrate is not None:  # checked before a conversion that may take minutes
-        text = calibration_text(args.calibrate, args.calibrate_tokens)
+        assert list_tracked is not None
+        text = calibration_text(args.calibrate, args.calibrate_tokens, list_tracked)
     if from_gguf:
         source = gguf_source(src)
         if out.resolve() == src.resolve():
@@ -163,7 +174,8 @@ def run(args: argparse.Namespace) -> None:
     if args.verify:
         from quantize.verify import run_verify
 
-        run_verify(out, None if from_gguf else src, _say)
+        assert load_for_verify is not None
+        run_verify(out, None if from_gguf else src, _say, load_for_verify)
 
 
 def _converted(res: ConvertResult) -> str:
@@ -183,8 +195,12 @@ def _quantize(base: Path, out: Path, args: argparse.Namespace, text: Calibration
                   requantize=source.quantised, say=lambda s: _say(f"quantize: {s}"))
 
 
-def quantize_main(argv: list[str]) -> int:
-    """Entry point for ``ribbit quantize``; returns the exit code."""
+def quantize_main(
+    argv: list[str], *, load_for_verify: LlamaLoader | None = None, list_tracked: ListTracked | None = None,
+) -> int:
+    """Entry point for ``ribbit quantize``; returns the exit code. `load_for_verify`: how --verify loads
+    the result with llama.cpp (the caller's: quantize never imports models); `list_tracked`: how
+    --calibrate DIR learns what git tracks there (ribbit passes its hardened git: quantize never starts git)."""
     try:
         args = build_parser().parse_args(argv)
     except _UsageError as exc:
@@ -192,7 +208,7 @@ def quantize_main(argv: list[str]) -> int:
         return 2
     try:
         with _sigterm_as_interrupt():
-            run(args)
+            run(args, load_for_verify, list_tracked)
     except _UsageError as exc:
         _say(f"{PROG}: error: {exc}")
         return 2

@@ -1,11 +1,12 @@
 """``--verify``: load the GGUF with llama.cpp, generate a few tokens and, when transformers is
-installed, compare its logits with the Hugging Face reference on a few prompts."""
+installed, compare its logits with the Hugging Face reference on a few prompts.
+
+quantize never imports models: the entry point hands `run_verify` the loader (models.llama_runtime's
+`open_for_logits`, which keeps its AMX guard)."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,25 +41,8 @@ class Agreement:
         )
 
 
-@contextlib.contextmanager
-def _quiet_stderr() -> Iterator[None]:
-    """llama.cpp logs model loading to fd 2 even with verbose=False in places; keep it out."""
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "wb") as null:
-            os.dup2(null.fileno(), 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
-def load_llama(path: Path, n_ctx: int = 512) -> Llama:
-    from models.llama_runtime import open_llama
-
-    with _quiet_stderr():
-        return open_llama(model_path=str(path), n_ctx=n_ctx, n_batch=n_ctx, logits_all=True, verbose=False,
-                     n_threads=max(1, os.cpu_count() or 1))
+# Loads a GGUF with llama.cpp, every position's logits kept (models.llama_runtime.open_for_logits).
+LlamaLoader = Callable[[Path], "Llama"]
 
 
 def llama_logits(llm: Llama, tokens: Sequence[int]) -> np.ndarray:
@@ -128,9 +112,9 @@ def load_hf_reference(src: Path) -> Any:
     return AutoModelForCausalLM.from_pretrained(src, dtype=dtype).eval()
 
 
-def run_verify(gguf_path: Path, src: Path | None, say: Any, n_tokens: int = 8) -> None:
+def run_verify(gguf_path: Path, src: Path | None, say: Any, load: LlamaLoader, n_tokens: int = 8) -> None:
     """`src`: the HF checkpoint to compare with; None (a GGUF SRC) checks loading and generation only."""
-    llm = load_llama(gguf_path)
+    llm = load(gguf_path)
     prompt = VERIFY_PROMPTS[0]
     text = greedy(llm, prompt, n_tokens)
     say(f"verify: llama.cpp loaded {gguf_path.name} and generated {n_tokens} tokens: {prompt + text!r}")

@@ -19,8 +19,8 @@ from agent.sandbox.runner import Access
 Mode = Literal["ask", "auto-edit", "full-auto", "review", "plan"]
 MODES: tuple[Mode, ...] = ("ask", "auto-edit", "full-auto", "review", "plan")
 
-# Plan mode: the agent explores and ends with a plan; nothing in the checkout may change.
-PLAN_REFUSED_TOOLS = frozenset({"Write", "Edit"})
+# Plan mode: the agent explores and ends with a plan; nothing in the checkout may change (which tools it
+# refuses is each tool's `allowed_in_plan_mode`, agent.core.tools.base.Tool).
 PLAN_REFUSAL = (
     "{tool} is not available in plan mode: nothing may change in the repository. Keep exploring with "
     "{explore}, then end your turn with the plan (the files to change and how), without calling a tool."
@@ -31,6 +31,8 @@ PLAN_NO_SANDBOX_REFUSAL = (
     "Bash is not available in plan mode without a sandbox: nothing could keep a command from changing the "
     "repository. Keep exploring with Read and Glob, then end your turn with the plan, without calling a tool."
 )
+# What the model is told after the line saying another session holds the checkout.
+HELD_ADVICE = ". Nothing was changed; tell the user, and go on only with reading."
 # Added to each task sent in plan mode (not to the system prompt, so saved system-prompt states are shared).
 PLAN_TASK_NOTE = (
     "Note: plan mode. Do not change anything: Write and Edit are refused and Bash runs with the repository "
@@ -262,6 +264,8 @@ class BashPlan(BaseModel):
     access: Access
     # A read-only run that fails on a write may ask the user to run it again writable.
     may_ask_to_write: bool = False
+    # Why the command runs read-only although the mode would let it write (another session holds the checkout).
+    held: str | None = None
 
 
 ASK_THEN_WRITE = BashPlan(ask=True, access="read-write")
@@ -325,6 +329,17 @@ class ReviewNeed:
 ApprovalNeed = EditNeed | CommandNeed | ReviewNeed
 
 
+class ToolTraits(Protocol):
+    """What approvals read of a tool (agent.core.tools.base.Tool declares it)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def runs_commands(self) -> bool: ...
+    @property
+    def allowed_in_plan_mode(self) -> bool: ...
+
+
 class ApprovalOrchestrator:
     """The one place every tool's approval is decided: policy, then ask, then remember (as codex's tool
     orchestrator). A tool declares what it needs and how to build the request; the request (a diff,
@@ -334,6 +349,9 @@ class ApprovalOrchestrator:
         self.policy = policy
         self.approver = approver
         self.emit = emit
+        # Why this session may not change the checkout now (another session holds it), else None; the
+        # session sets it (agent.session.checkout_lock), asking takes the checkout when it is free.
+        self.checkout_held: Callable[[], str | None] = lambda: None
 
     @property
     def mode(self) -> Mode:
@@ -345,14 +363,23 @@ class ApprovalOrchestrator:
             self.emit(ModeChanged(mode=mode))
 
     def plan_command(self, command: str) -> BashPlan:
-        return self.policy.plan_bash(command)
+        plan = self.policy.plan_bash(command)
+        if plan.access == "read-write" and self.policy.sandboxed and (held := self.checkout_held()) is not None:
+            return BashPlan(ask=False, access="read-only", held=held)  # refusal() covers Bash without a sandbox
+        return plan
 
-    def refusal(self, tool: str) -> str | None:
+    def refusal(self, tool: ToolTraits) -> str | None:
         """Why the mode refuses this tool outright (the `Error:` text for the model), or None."""
-        if self.policy.mode == "plan" and tool in PLAN_REFUSED_TOOLS:
-            return PLAN_REFUSAL.format(tool=tool, explore=PLAN_EXPLORE[self.policy.sandboxed])
-        if self.policy.mode == "plan" and tool == "Bash" and not self.policy.sandboxed:
+        if self.policy.mode == "plan" and not tool.allowed_in_plan_mode:
+            return PLAN_REFUSAL.format(tool=tool.name, explore=PLAN_EXPLORE[self.policy.sandboxed])
+        if self.policy.mode == "plan" and tool.runs_commands and not self.policy.sandboxed:
             return PLAN_NO_SANDBOX_REFUSAL
+        # A tool plan mode refuses changes files; a command without a sandbox may too (with one it runs read-only).
+        writes = not tool.allowed_in_plan_mode or (tool.runs_commands and not self.policy.sandboxed)
+        if self.policy.mode != "plan" and writes:
+            held = self.checkout_held()
+            if held is not None:
+                return held + HELD_ADVICE
         return None
 
     def task_note(self) -> str:

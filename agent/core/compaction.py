@@ -11,22 +11,19 @@ Built for small windows (8K-32K) and a hybrid model that cannot re-read cheaply:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
-from agent.core.events import CompactionEvent, MessageEvent, NoticeEvent, StopRun
+from agent.core.events import CompactionEvent, EventSink, MessageEvent, NoticeEvent, StopRun
+from agent.core.repeats import Repetition, RepetitionGuard
 from agent.text import valid_unicode
-from models.base import ChatModel, ContextFull, GenerationRequest, ModelError
+from models.base import CHARS_PER_TOKEN, ChatModel, ContextFull, GenerationRequest, ModelError, TurnEnd, estimate_tokens
 from models.chat import ChatMessage, ToolSpec
-
-if TYPE_CHECKING:
-    from agent.core.loop import AgentSession
 
 MAX_COMPACTIONS_PER_RUN = 3
 # Tokens the summary request itself takes (its text and the turn markup), rounded up.
 SUMMARY_REQUEST_TOKENS = 200
-# Characters per token assumed where the backend cannot count (replay, openai:) and for cutting results.
-CHARS_PER_TOKEN = 3
 # Tool calls listed in the summary ribbit writes itself when the model cannot write one.
 FALLBACK_CALLS = 12
 
@@ -113,10 +110,6 @@ class CountsPromptTokens(Protocol):
     def prompt_tokens(self, messages: list[ChatMessage], tools: list[ToolSpec]) -> int: ...
 
 
-def estimate_tokens(text: str) -> int:
-    return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
-
-
 def next_prompt_tokens(model: ChatModel, messages: list[ChatMessage], tools: list[ToolSpec], fresh: bool = False) -> int:
     """Tokens the next turn's prompt will hold: exact where the backend counts, else an estimate of what
     is new since its last turn on top of what it holds (`fresh`: of all of it)."""
@@ -154,7 +147,43 @@ def latest_results(messages: list[ChatMessage], budget: int) -> list[ChatMessage
     return kept
 
 
-def fallback_summary(session: AgentSession) -> str:
+class _Window(Protocol):
+    @property
+    def context(self) -> int: ...
+
+
+class _Changed(Protocol):
+    @property
+    def files_changed(self) -> Collection[str]: ...
+
+
+class CompactedSession(Protocol):
+    """What compaction needs of the session it compacts (agent.core.loop.AgentSession)."""
+
+    @property
+    def model(self) -> ChatModel: ...
+    @property
+    def messages(self) -> list[ChatMessage]: ...
+    @property
+    def specs(self) -> list[ToolSpec]: ...
+    @property
+    def limits(self) -> _Window: ...
+    @property
+    def changes(self) -> _Changed: ...
+    @property
+    def sink(self) -> EventSink: ...
+
+    def stream(
+        self, request: GenerationRequest, prompt_tokens: int, on_text: Callable[[str], None] = ...,
+        purpose: Literal["turn", "summary"] = ..., guard: RepetitionGuard | None = ...,
+    ) -> tuple[str, TurnEnd, Repetition | None]: ...
+
+    def report_usage(self, end: TurnEnd) -> None: ...
+
+    def parse_text(self, text: str, opens_reasoning: bool) -> str: ...
+
+
+def fallback_summary(session: CompactedSession) -> str:
     """What ribbit itself knows when the model cannot write a summary (the stream had no room left)."""
     calls = [c for m in session.messages if m.tool_calls for c in m.tool_calls][-FALLBACK_CALLS:]
     changed = sorted(session.changes.files_changed)
@@ -171,7 +200,7 @@ def fallback_summary(session: AgentSession) -> str:
 class Compactor:
     """Decides when a session compacts and carries it out; one per AgentSession."""
 
-    def __init__(self, session: AgentSession) -> None:
+    def __init__(self, session: CompactedSession) -> None:
         self.session = session
         self.in_run = 0  # compactions in the current run
         self._measured_for: tuple[int, str] | None = None

@@ -8,6 +8,7 @@ import traceback
 from pathlib import Path
 
 from agent.paths import state_home
+from models.text import one_line as printable_line
 
 
 def save_traceback(exc: BaseException) -> Path | None:
@@ -25,7 +26,7 @@ def save_traceback(exc: BaseException) -> Path | None:
 
 def one_line(exc: BaseException) -> str:
     """`Type: first line of the message`, for the model or a notice."""
-    detail = str(exc).splitlines()[0][:200] if str(exc).strip() else ""
+    detail = printable_line(str(exc).strip().splitlines()[0], 200) if str(exc).strip() else ""
     return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
 
 

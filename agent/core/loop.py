@@ -7,7 +7,7 @@ asks an Approver. Limits and interruption are exceptions carrying their stop rea
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +60,7 @@ from models.base import (
     PrefillProgress,
     TextChunk,
     TurnEnd,
+    estimate_tokens,
 )
 from models.chat import ChatMessage, ParsedTurn, ToolCall
 from models.dialects import dialect_named, parser_for
@@ -236,13 +237,18 @@ class AgentSession:
                     break
         return True
 
-    def run(self, task: str) -> SummaryEvent:
-        """Work on `task` until the model finishes or a limit is hit; can be called again (follow-ups)."""
+    def run(self, task: str, context: Sequence[str] = ()) -> SummaryEvent:
+        """Work on `task` until the model finishes or a limit is hit; can be called again (follow-ups).
+
+        `context`: text the user handed over with the task (an `@file` as Read shows it, a `!command`'s
+        output), in the same user message after the task: it enters the conversation once, and compaction
+        restarts from the task alone (the model can Read again)."""
         asked = self._cancels
         with self._model_lock:
-            return self._run(task, cancelled_while_waiting=self._cancels != asked)
+            return self._run(task, cancelled_while_waiting=self._cancels != asked, context=context)
 
-    def _run(self, task: str, cancelled_while_waiting: bool) -> SummaryEvent:
+    def _run(self, task: str, cancelled_while_waiting: bool, context: Sequence[str] = ()) -> SummaryEvent:
+        task = valid_unicode(task)  # a task from argv or a file may carry undecodable bytes
         if not cancelled_while_waiting:  # else the Esc pressed during a preload stops this run at once
             self.cancel_event.clear()
         self.steps = 0
@@ -254,7 +260,8 @@ class AgentSession:
         note = self.approvals.task_note()
         self.task = task + ("\n\n" + note if note else "")
         self.before_task(task)
-        self._add(ChatMessage(role="user", content=self.task + ("\n\n" + notes if notes else "")))
+        handed = "".join("\n\n" + valid_unicode(block) for block in context)
+        self._add(ChatMessage(role="user", content=self.task + handed + ("\n\n" + notes if notes else "")))
         reason: StopReason = "finished"
         message = "the model finished"
         try:
@@ -277,6 +284,28 @@ class AgentSession:
         )
         self.sink(summary)
         return summary
+
+    def answer(self, request: str, max_tokens: int) -> str:
+        """One reply with no tool, to a request of ribbit's own (a commit message to draft), between runs.
+
+        The request and the reply join the conversation like any turn (the stream stays append-only: the
+        reply is written at its end, reading nothing again), so the model knows later what it wrote. A tool
+        call in the reply is dropped. ModelError when the model fails; '' when stopped before a word."""
+        with self._model_lock:
+            self.cancel_event.clear()
+            self._add(ChatMessage(role="user", content=valid_unicode(request)))
+            budget = self.compactor.budget
+            prompt = self.compactor.next_prompt()
+            room = budget.window - prompt
+            if room < 16:
+                raise ContextFull("the context is full: /compact first")
+            gen = GenerationRequest(messages=self.messages, tools=self.specs, max_tokens=min(max_tokens, room - 1),
+                                    reasoning=False)
+            text, end, _repetition = self.stream(gen, prompt)
+            self.report_usage(end)
+            parsed = screened(self.parser.parse(text, self.model.info.opens_reasoning_for(False)))
+            self._add(ChatMessage(role="assistant", content=parsed.content, reasoning_content=parsed.reasoning))
+            return parsed.content.strip()
 
     def cancel(self) -> None:
         """Stop the current generation or tool as soon as possible (any thread)."""
@@ -505,7 +534,7 @@ class AgentSession:
         if tool is None:
             names = ", ".join(self.tools)
             return f"Error: there is no tool named {call.name!r}; the tools are {names}", True
-        refusal = self.approvals.refusal(call.name)
+        refusal = self.approvals.refusal(tool)
         if refusal is not None:
             return f"Error: {refusal}", True
         try:
@@ -529,7 +558,7 @@ class AgentSession:
         """A turn cut because the model repeated itself: kept up to the first copy of what it repeated
         (its tool calls dropped), and a note the model reads next, so it can take another way."""
         self._repetitions_in_row += 1
-        tokens = turn.end.usage.completion_tokens or len(turn.text) // 4
+        tokens = turn.end.usage.completion_tokens or estimate_tokens(turn.text)
         unit = " ".join(repetition.unit.split())
         unit = unit if len(unit) <= 80 else unit[:79] + "…"
         parsed = screened(self.parser.parse(turn.text[: repetition.keep_chars], self._opens_reasoning))

@@ -13,21 +13,17 @@ is kept), so a megabyte of output costs no more to size than the result it becom
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from models.base import estimate_tokens
+
 SECONDS_PER_RESULT = 60.0
 FLOOR_TOKENS = 1_000
 CEILING_TOKENS = 12_000
-CHARS_PER_TOKEN = 4  # the estimate where no tokenizer is at hand
 # A context this small could not hold even the floor a few times over: a quarter of it, at least this.
 MIN_TOKENS = 256
-
-
-def estimate_tokens(text: str) -> int:
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
 @dataclass

@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 
 from agent.evaluation.compare import Comparison, compare
 from models.api_keys import redact
+from models.backends import backend_for
 
 Outcome = Literal["resolved", "tests_fail", "patch_does_not_apply", "no_patch", "error", "limit"]
 OUTCOMES: tuple[Outcome, ...] = ("resolved", "tests_fail", "patch_does_not_apply", "no_patch", "error", "limit")
@@ -105,23 +106,14 @@ def write_atomic(path: Path, text: str) -> None:
 
 def model_key(spec: str) -> str:
     """A folder / file name for a model SPEC: readable, and distinct for distinct SPECs."""
-    # An openai: SPEC reads as its served model (not the URL's tail and the options).
-    source = short_label(spec) if spec.startswith("openai:") else (spec.rsplit("/", 1)[-1] or spec)
+    source = backend_for(spec).key(spec)
     readable = re.sub(r"[^A-Za-z0-9._-]+", "_", source).strip("._")[-48:] or "model"
     return f"{readable}-{hashlib.sha256(spec.encode()).hexdigest()[:8]}"
 
 
 def short_label(spec: str) -> str:
     """What a reader calls the model: the served model's name, a GGUF's file name, a replay's files."""
-    if spec in ("", "default"):
-        return "default"
-    if spec.startswith("openai:"):
-        target = spec[len("openai:") :].split("?", 1)[0]
-        url, _, name = target.partition("#")
-        return name.strip() or url.split("://", 1)[-1].split("/", 1)[0]
-    if spec.startswith("replay:"):
-        return "replay:" + "/".join(Path(spec[len("replay:") :].split("#", 1)[0]).parts[-2:])
-    return Path(spec).name or spec
+    return backend_for(spec).label(spec)
 
 
 def model_labels(models: Sequence[str]) -> dict[str, str]:

@@ -15,8 +15,10 @@ import threading
 from pathlib import Path
 
 from agent.evaluation.tasks import EvalTask
+from agent.fs import ApplyError, atomic_write, read_regular, remove_file
 from agent.git import GitError as SafeGitError
 from agent.git import run_git
+from models.text import one_line
 
 BASE_REF = "refs/heads/eval-base"
 BASE_FILE = "ribbit-eval-base"
@@ -171,32 +173,54 @@ def apply_patch(root: Path, patch: str) -> str | None:
     finally:
         os.unlink(name)
     if proc.returncode != 0:
-        return " ".join(proc.stderr.decode("utf-8", "replace").split())[:300] or "git apply failed"
+        return one_line(proc.stderr, 300) or "git apply failed"
     return None
 
 
 def restore_from_base(root: Path, base: str, files: list[str]) -> None:
-    """Put `files` back as they are at `base` (deleting those that do not exist there)."""
+    """Put `files` back as they are at `base` (deleting those that do not exist there). The worktree holds
+    the model's patch: a removal goes one folder at a time without following links (agent.fs), and a link
+    in the way stops it (LinkInTheWay); git's own checkout never writes through a link."""
     for name in files:
         if _exists_at(root, base, name):
             git("checkout", base, "--", name, cwd=root)
-        else:
-            (root / name).unlink(missing_ok=True)
+            continue
+        try:
+            remove_file(root.resolve() / name)
+        except FileNotFoundError:
+            pass
+        except ApplyError as exc:
+            raise LinkInTheWay(str(exc)) from None
+
+
+class LinkInTheWay(Exception):
+    """The model's patch put a link (or a file) where grading must write: the patch's doing, one line."""
 
 
 def copy_over(source: Path, root: Path) -> list[str]:
-    """Copy every file under `source` into the worktree (replacing), returns the relative paths."""
-    copied = []
-    for path in sorted(source.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts:
-            rel = path.relative_to(source)
-            target = root / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if target.is_symlink() or target.is_dir():
-                shutil.rmtree(target) if target.is_dir() and not target.is_symlink() else target.unlink()
-            shutil.copyfile(path, target)
-            copied.append(rel.as_posix())
-    return copied
+    """Copy every file under `source` (the hidden tests) into the worktree, replacing; the relative paths.
+
+    The worktree holds the model's patch, so any folder in it may be a link to a folder outside: each
+    file is written one folder at a time without following links (agent.fs.atomic_write), and a link or
+    a file in the way raises LinkInTheWay, writing nothing there. The source is the task's, read the same
+    way: a link in it is refused (OSError), so a task cannot copy a file from elsewhere into the tests."""
+    top, source = root.resolve(), source.resolve()
+    files: list[tuple[str, bytes]] = []
+    for folder, dirs, names in os.walk(source, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(names) + [d for d in dirs if os.path.islink(os.path.join(folder, d))]:
+            path = Path(folder) / name
+            rel = path.relative_to(source).as_posix()
+            data = read_regular(path.absolute())
+            if data is None:
+                raise OSError(f"hidden test {rel} is a link or not a regular file: hidden tests must be plain files")
+            files.append((rel, data))
+    for rel, data in files:
+        try:
+            atomic_write(top / rel, data, allow_binary=True)
+        except ApplyError as exc:
+            raise LinkInTheWay(str(exc)) from None
+    return sorted(rel for rel, _data in files)
 
 
 def _exists_at(root: Path, base: str, name: str) -> bool:

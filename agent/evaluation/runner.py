@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from agent.core.approvals import RejectAll
 from agent.evaluation.repos import (
     GitError,
+    LinkInTheWay,
     add_worktree,
     apply_patch,
     copy_over,
@@ -60,7 +61,7 @@ ModelLoader = Callable[[str, Limits, int | None], ChatModel]
 
 
 def default_loader(spec: str, limits: Limits, seed: int | None = None) -> ChatModel:
-    from models.spec import load_model
+    from models.backends import load_model
 
     return load_model(spec, context=limits.context, seed=seed)
 
@@ -388,6 +389,7 @@ class EvalRun:
             workspace = open_workspace(
                 model, root, mode="full-auto", approver=RejectAll(), sink=fanout([usage, transcript]),
                 limits=config.limits, no_sandbox=config.no_sandbox, watch=False,
+                listed=config.keep_worktrees,  # a worktree that is removed needs no entry in the state folder
             )
             session = workspace.session
             with self._lock:
@@ -450,6 +452,8 @@ class EvalRun:
                     )
             if task.hidden_tests is not None:
                 copy_over(task.hidden_tests, root)
+        except LinkInTheWay as exc:  # the patch's doing (a folder made a link): not resolved, nothing written there
+            return finish("tests_fail", f"the hidden tests cannot be installed: {exc}", tests_put_back=put_back)
         except (GitError, OSError) as exc:
             return finish("error", f"cannot install the hidden tests: {exc}")
         try:  # the test phase honours the user's sandbox.toml like the agent's own commands

@@ -21,10 +21,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from agent.paths import unsuitable_folder
+
 TASK_FILE = "task.json"
 DEFAULT_TIME_LIMIT_S = 1800.0
 # For SWE-bench instances, which carry no test command: run pytest on the files the test patch touches.
 SWEBENCH_TEST_COMMAND = "python -m pytest -rA -p no:cacheprovider {test_files}"
+TASK_REPO_ADVICE = "a task's repository must be a project's own folder (or a git bundle)"
 
 
 class TaskFileError(Exception):
@@ -228,6 +231,9 @@ def _task_from_record(
         raise TaskFileError(f"{where}: {_first_problem(exc)}") from None
     if not task.repo.exists():
         raise TaskFileError(f"{where}: task {task.id}: repository {task.repo} does not exist")
+    if task.repo.is_dir() and (why := unsuitable_folder(task.repo, advice=TASK_REPO_ADVICE)):
+        # Its files are committed into the agent's worktree: a home folder's keys would be the model's to read.
+        raise TaskFileError(f"{where}: task {task.id}: {why}")
     if task.hidden_tests is not None and not task.hidden_tests.is_dir():
         raise TaskFileError(f"{where}: task {task.id}: hidden tests folder {task.hidden_tests} does not exist")
     return task

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from models.settings import Settings
+
 MiB = 1 << 20
 GiB = 1 << 30
 MIN_MEMORY_BYTES = 512 * MiB
@@ -53,7 +55,7 @@ Method = Literal["cgroup v2", "cgroup v1", "rlimit", "counted", "none"]
 def cgroups_wanted() -> bool:
     """`RIBBIT_SANDBOX_CGROUPS=off` holds the caps with rlimits only (to compare, or where a cgroup
     ribbit makes would upset a tool that owns the tree)."""
-    return os.environ.get("RIBBIT_SANDBOX_CGROUPS", "").lower() not in ("off", "0", "no")
+    return Settings.read().sandbox_cgroups
 
 
 def memory_total() -> int | None:

@@ -1,12 +1,17 @@
 """What the Bash sandbox lets a command see: environment variables, hidden paths, host sockets, tmp sizes.
 
-The rules are allow-lists where that is possible (environment variables) and masks where it is not
-(the filesystem is read-only but readable, so credential folders are hidden explicitly). The user adds
-to them in `$XDG_CONFIG_HOME/ribbit/sandbox.toml` (default `~/.config/ribbit/sandbox.toml`) or with
-the `RIBBIT_SANDBOX_HIDE`, `RIBBIT_SANDBOX_EXPOSE`, `RIBBIT_SANDBOX_ENV` variables:
+The rules are allow-lists: environment variables by name, and the home folder (HOME, the user's own
+home if HOME names another, /root when ribbit runs as root, XDG folders set outside them) is an empty
+read-only folder with only the toolchains' installs and caches shown again, read-only (HOME_TOOLCHAINS,
+and PATH entries and toolchain variables that lead into it). The rest of the file system is read-only
+but readable. Credential paths are also hidden by name (DEFAULT_HIDDEN_IN_HOME): they matter inside a
+shown toolchain folder, in a repository that is the home, or when the user shows the whole home again
+with `expose = ["~"]`. The user adds to the rules in `$XDG_CONFIG_HOME/ribbit/sandbox.toml` (default
+`~/.config/ribbit/sandbox.toml`) or with the `RIBBIT_SANDBOX_HIDE`, `RIBBIT_SANDBOX_EXPOSE`,
+`RIBBIT_SANDBOX_ENV` variables:
 
     hide = ["~/work/other-client"]   # more paths to hide (shown empty inside the sandbox)
-    expose = ["~/.docker"]           # default-hidden paths to show again, or parts of a hidden folder
+    expose = ["~/.config/mise"]      # more of the home folder to show (read-only), or a default-hidden path
     env = ["DATABASE_URL", "MYAPP_*"]  # more variables to pass in (names or fnmatch patterns)
     writable = ["~/.cache/pip"]      # more paths a command may write, where the repository is writable
     tmp_size_mb = 1024               # size of the private, RAM-backed /tmp
@@ -14,22 +19,31 @@ the `RIBBIT_SANDBOX_HIDE`, `RIBBIT_SANDBOX_EXPOSE`, `RIBBIT_SANDBOX_ENV` variabl
     write_quota_mb = 4096            # what a session may write to the repository's disk (default: half the free space)
     memory_mb = 4096                 # memory one command may use (default: RAM less the model and the desktop's room)
     max_processes = 1024             # processes (threads count) one command may run at once
+    bang_sandbox = true              # run the user's own `!command`s in the sandbox too (default: as the user)
 """
 
 from __future__ import annotations
 
 import fnmatch
 import functools
+import glob
 import os
+import pwd
 import re
 import stat
+import time
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.paths import config_home, home_dir
+from models.settings import Settings
+
+# What a command may do to the repository: plan mode and read-only commands get "read-only".
+Access = Literal["read-only", "read-write"]
 
 # Variables that tests, build tools and toolchains need; nothing that usually carries a secret.
 # `LC_ALL` is folded into LANG and LC_MESSAGES is pinned to C below (see sandbox_env).
@@ -69,6 +83,75 @@ DEFAULT_HIDDEN_IN_HOME: tuple[str, ...] = (
     # Coding assistants' own logins
     ".claude/.credentials.json", ".codex/auth.json", ".config/github-copilot",
 )
+# What a build or a test needs of the home folder, shown read-only in a home that is otherwise empty:
+# language version managers' installs, per-user packages, package managers' caches, build tools' local
+# repositories and wrappers' downloads. `~` is the home folder; `${VAR:-default}` is VAR where it is set
+# to an absolute path, else the default; `*` matches within one name. Only the parts that hold programs
+# and packages, not a tool's whole folder where that also keeps logins (~/.cargo/credentials.toml,
+# ~/.m2/settings.xml, ~/.gradle/gradle.properties, ~/.nuget/NuGet): those stay hidden.
+HOME_TOOLCHAINS: tuple[str, ...] = (
+    # Python
+    "${PYENV_ROOT:-~/.pyenv}", "~/.local/bin", "~/.local/lib/python*/site-packages",
+    "${XDG_DATA_HOME:-~/.local/share}/uv/python", "${XDG_DATA_HOME:-~/.local/share}/uv/tools", "${UV_CACHE_DIR:-~/.cache/uv}",
+    "${PIP_CACHE_DIR:-~/.cache/pip}", "${XDG_CACHE_HOME:-~/.cache}/pip", "${XDG_CACHE_HOME:-~/.cache}/uv",
+    "${XDG_CACHE_HOME:-~/.cache}/pypoetry", "${XDG_DATA_HOME:-~/.local/share}/pypoetry", "${POETRY_HOME:-~/.poetry}",
+    "${XDG_DATA_HOME:-~/.local/share}/pipx", "~/.local/pipx", "~/.virtualenvs",
+    "${XDG_DATA_HOME:-~/.local/share}/virtualenvs", "~/.conda/envs", "~/.conda/pkgs", "~/miniconda3", "~/anaconda3",
+    "~/miniforge3", "~/mambaforge", "~/.pixi/bin", "~/.pixi/envs",
+    # Version managers of several languages
+    "${ASDF_DATA_DIR:-~/.asdf}", "~/.tool-versions", "${MISE_DATA_DIR:-~/.local/share/mise}",
+    "${XDG_DATA_HOME:-~/.local/share}/rtx", "~/.nix-profile",
+    # JavaScript
+    "${NVM_DIR:-~/.nvm}", "${VOLTA_HOME:-~/.volta}", "${FNM_DIR:-~/.local/share/fnm}", "~/.fnm", "~/.npm/_cacache",
+    "~/.npm/_npx", "${XDG_CACHE_HOME:-~/.cache}/yarn", "~/.yarn/berry/cache", "${PNPM_HOME:-~/.local/share/pnpm}",
+    "${XDG_CACHE_HOME:-~/.cache}/pnpm", "~/.pnpm-store", "${BUN_INSTALL:-~/.bun}/bin", "~/.bun/install/cache",
+    "${DENO_DIR:-~/.cache/deno}", "~/.deno/bin", "${XDG_CACHE_HOME:-~/.cache}/ms-playwright",
+    "${XDG_CACHE_HOME:-~/.cache}/Cypress", "${XDG_CACHE_HOME:-~/.cache}/puppeteer", "~/.node-gyp",
+    "${XDG_CACHE_HOME:-~/.cache}/node-gyp",
+    # Rust, Go
+    "${CARGO_HOME:-~/.cargo}/bin", "${CARGO_HOME:-~/.cargo}/registry", "${CARGO_HOME:-~/.cargo}/git",
+    "${RUSTUP_HOME:-~/.rustup}", "${GOPATH:-~/go}/bin", "${GOPATH:-~/go}/pkg", "${GOMODCACHE:-~/go/pkg/mod}",
+    "${GOCACHE:-~/.cache/go-build}", "~/sdk", "${XDG_CACHE_HOME:-~/.cache}/golangci-lint",
+    # JVM
+    "~/.m2/repository", "~/.m2/wrapper", "${GRADLE_USER_HOME:-~/.gradle}/caches", "${GRADLE_USER_HOME:-~/.gradle}/wrapper",
+    "${GRADLE_USER_HOME:-~/.gradle}/native", "${GRADLE_USER_HOME:-~/.gradle}/jdks", "${SDKMAN_DIR:-~/.sdkman}/candidates",
+    "~/.jdks", "~/.ivy2/cache", "~/.ivy2/local", "~/.sbt/boot", "${XDG_CACHE_HOME:-~/.cache}/coursier", "~/.konan",
+    # Ruby, .NET, Haskell, OCaml, Lean, Nim, Julia, Dart, Zig, Perl, PHP, C and C++ caches
+    "${RBENV_ROOT:-~/.rbenv}", "~/.rvm", "~/.gem/ruby", "${XDG_DATA_HOME:-~/.local/share}/gem", "~/.bundle/cache",
+    "${DOTNET_ROOT:-~/.dotnet}", "~/.nuget/packages", "~/.ghcup", "~/.cabal/bin", "~/.cabal/packages", "~/.cabal/store",
+    "~/.stack/programs", "~/.stack/snapshots", "~/.stack/pantry", "~/.opam", "~/.elan", "~/.nimble", "~/.juliaup",
+    "~/.julia/packages", "~/.julia/artifacts", "~/.julia/compiled", "~/.pub-cache", "${XDG_CACHE_HOME:-~/.cache}/zig",
+    "~/perl5", "~/.plenv", "~/.composer/vendor", "${XDG_CONFIG_HOME:-~/.config}/composer/vendor",
+    "${XDG_CACHE_HOME:-~/.cache}/ccache", "~/.ccache", "${XDG_CACHE_HOME:-~/.cache}/bazel",
+    "${XDG_CACHE_HOME:-~/.cache}/bazelisk", "~/.platformio",
+    # git's own settings (user.name for a test's commits); the sandbox shows them with credentials masked.
+    "~/.gitconfig", "${XDG_CONFIG_HOME:-~/.config}/git/config", "${XDG_CONFIG_HOME:-~/.config}/git/ignore",
+    "${XDG_CONFIG_HOME:-~/.config}/git/attributes",
+)
+# A toolchain's own settings and logins, in the place the toolchain keeps them, inside a folder
+# HOME_TOOLCHAINS shows: npm's global npmrc under each Node prefix, pip's pip.conf of an interpreter or
+# environment, conda's .condarc (channel tokens). Shown empty (same syntax as HOME_TOOLCHAINS).
+TOOLCHAIN_LOGINS: tuple[str, ...] = (
+    "${NVM_DIR:-~/.nvm}/versions/node/*/etc/npmrc", "${ASDF_DATA_DIR:-~/.asdf}/installs/nodejs/*/etc/npmrc",
+    "${VOLTA_HOME:-~/.volta}/tools/image/node/*/etc/npmrc", "${FNM_DIR:-~/.local/share/fnm}/node-versions/*/installation/etc/npmrc",
+    "${MISE_DATA_DIR:-~/.local/share/mise}/installs/node/*/etc/npmrc", "${PNPM_HOME:-~/.local/share/pnpm}/etc/npmrc",
+    "${PYENV_ROOT:-~/.pyenv}/versions/*/pip.conf", "${ASDF_DATA_DIR:-~/.asdf}/installs/python/*/pip.conf",
+    "${MISE_DATA_DIR:-~/.local/share/mise}/installs/python/*/pip.conf", "~/.virtualenvs/*/pip.conf",
+    "${XDG_DATA_HOME:-~/.local/share}/virtualenvs/*/pip.conf", "${XDG_DATA_HOME:-~/.local/share}/pipx/venvs/*/pip.conf",
+    "${VIRTUAL_ENV:-~/.venv}/pip.conf", "${CONDA_PREFIX:-~/.conda}/.condarc", "${CONDA_PREFIX:-~/.conda}/pip.conf",
+    *(f"~/{conda}/{where}" for conda in ("miniconda3", "anaconda3", "miniforge3", "mambaforge")
+      for where in (".condarc", "condarc", "pip.conf", "envs/*/.condarc", "envs/*/pip.conf")),
+    "~/.conda/envs/*/.condarc", "~/.conda/envs/*/pip.conf",
+    # Logins a toolchain keeps inside its own folder: PlatformIO's account session, Dart's pub login (before
+    # 2.15), .NET's per-user certificate stores (private keys: the ASP.NET development certificate's).
+    "~/.platformio/appstate.json", "~/.pub-cache/credentials.json", "${DOTNET_ROOT:-~/.dotnet}/corefx", "~/.dotnet/corefx",
+)
+# Variables naming a toolchain's folder (or a list of them), shown where they lead into a hidden home.
+TOOLCHAIN_VARIABLES: tuple[str, ...] = (
+    "VIRTUAL_ENV", "CONDA_PREFIX", "JAVA_HOME", "GOROOT", "GEM_HOME", "GEM_PATH", "BUNDLE_PATH", "NODE_PATH",
+    "PYTHONHOME", "PYTHONPATH", "PATH",
+)
+
 # Host folders that hold the sockets of running services (dbus, systemd, docker, ssh/gpg agents).
 SOCKET_FOLDERS: tuple[str, ...] = ("/run", "/var/run")
 
@@ -93,6 +176,8 @@ class SandboxSettings(BaseModel):
     # Caps for each command (agent.sandbox.caps; 0: none); unset memory_mb: RAM less the model and the desktop.
     memory_mb: int | None = Field(None, ge=0, le=1 << 30)
     max_processes: int | None = Field(None, ge=0, le=1 << 22)
+    # `!command` in the TUI is the user's own: unsandboxed unless this is set.
+    bang_sandbox: bool = False
 
     @property
     def tmp_bytes(self) -> int:
@@ -127,16 +212,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> SandboxSettings:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "settings"
         raise SandboxConfigError(f"{path}: {where}: {err['msg']}") from None
-    extra = {
-        "hide": _split(environ.get("RIBBIT_SANDBOX_HIDE", ""), os.pathsep),
-        "expose": _split(environ.get("RIBBIT_SANDBOX_EXPOSE", ""), os.pathsep),
-        "env": _split(environ.get("RIBBIT_SANDBOX_ENV", ""), ","),
-    }
+    variables = Settings.read(environ)
+    extra = {"hide": variables.sandbox_hide, "expose": variables.sandbox_expose, "env": variables.sandbox_env}
     return settings.model_copy(update={k: [*getattr(settings, k), *v] for k, v in extra.items()})
-
-
-def _split(text: str, sep: str) -> list[str]:
-    return [part.strip() for part in text.split(sep) if part.strip()]
 
 
 def expand(path: str, home: Path) -> Path:
@@ -178,18 +256,158 @@ def _matcher(patterns: tuple[str, ...]) -> Callable[[str], bool]:
     return lambda name: name in exact or (regex is not None and regex.fullmatch(name) is not None)
 
 
-def hidden_paths(settings: SandboxSettings, environ: Mapping[str, str], extra: Iterable[Path] = ()) -> list[Path]:
+XDG_FOLDERS = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME")
+
+
+def hidden_homes(environ: Mapping[str, str]) -> list[Path]:
+    """The folders a command sees empty but for their toolchains: HOME, the user's own home (when HOME
+    names another), /root for root, and the XDG folders where they are set outside those (a home's
+    settings and logins, moved)."""
+    xdg = tuple(Path(v) for name in XDG_FOLDERS if (v := environ.get(name, "")) and os.path.isabs(v))
+    return list(_homes(home_dir(environ), os.geteuid(), xdg))
+
+
+@functools.lru_cache(maxsize=16)
+def _homes(home: Path, euid: int, xdg: tuple[Path, ...] = ()) -> tuple[Path, ...]:
+    candidates = [home]
+    try:
+        candidates.append(Path(pwd.getpwuid(euid).pw_dir))
+    except (KeyError, OSError):
+        pass
+    if euid == 0:
+        candidates.append(Path("/root"))
+    out: list[Path] = []
+    for candidate in candidates:
+        real = _resolved(candidate)
+        if real.is_absolute() and real != Path("/") and real.is_dir() and real not in out:
+            out.append(real)
+    for folder in xdg:
+        real = _resolved(folder)
+        if real.is_dir() and len(real.parts) > 2 and not any(real.is_relative_to(h) or h.is_relative_to(real) for h in out):
+            out.append(real)
+    return tuple(out)
+
+
+_VARIABLE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*):-([^}]*)\}")
+# The variables HOME_TOOLCHAINS reads (`${VAR:-...}`).
+_TOOLCHAIN_NAMES = frozenset(m.group(1) for e in (*HOME_TOOLCHAINS, *TOOLCHAIN_LOGINS) if (m := _VARIABLE.match(e)))
+
+
+def _toolchain_entry(entry: str, home: Path, environ: Mapping[str, str]) -> list[Path]:
+    """One HOME_TOOLCHAINS entry as the paths it names (its `*` expanded)."""
+    match = _VARIABLE.match(entry)
+    if match:
+        value = environ.get(match.group(1), "")
+        base = value if value and os.path.isabs(value) else match.group(2)
+        entry = base + entry[match.end():]
+    path = expand(entry, home)
+    if "*" not in str(path):
+        return [path]
+    text, base = str(path), str(home)
+    pattern = glob.escape(base) + text[len(base):] if text.startswith(base + "/") else text  # the home's own name literal
+    return sorted(Path(p) for p in glob.glob(pattern))[:MAX_TOOLCHAIN_GLOB]
+
+
+MAX_TOOLCHAIN_GLOB = 32
+TOOLCHAINS_FRESH_S = 10
+
+
+def home_toolchains(settings: SandboxSettings, environ: Mapping[str, str]) -> list[tuple[Path, Path]]:
+    """What a command sees of the hidden homes, as (path as named, path resolved): HOME_TOOLCHAINS, the
+    toolchain variables' folders (PATH entries too) and the user's `expose`, where they exist and lie
+    inside a hidden home (never a home itself, nor a folder holding one). It runs before every command:
+    remembered, and worked out again when a variable or the settings change, or TOOLCHAINS_FRESH_S
+    passed (a toolchain installed meanwhile shows from then on)."""
+    homes = hidden_homes(environ)
+    names = sorted({*_TOOLCHAIN_NAMES, *TOOLCHAIN_VARIABLES, *XDG_FOLDERS, "HOME"})
+    key = (
+        tuple(settings.expose), tuple((n, environ.get(n)) for n in names), int(time.monotonic() // TOOLCHAINS_FRESH_S),
+    )
+    return list(_toolchains(key, tuple(homes)))
+
+
+@functools.lru_cache(maxsize=8)
+def _toolchains(key: tuple, homes: tuple[Path, ...]) -> tuple[tuple[Path, Path], ...]:  # type: ignore[type-arg]
+    expose, variables, _ = key
+    environ = {name: value for name, value in variables if value is not None}
+    home = home_dir(environ)
+    named: list[Path] = []
+    for base in dict.fromkeys([home, *homes]):
+        for entry in HOME_TOOLCHAINS:
+            named += _toolchain_entry(entry, base, environ)
+    for variable in TOOLCHAIN_VARIABLES:
+        named += [Path(p) for p in environ.get(variable, "").split(os.pathsep) if p and os.path.isabs(p)]
+    chosen = [expand(p, home) for p in expose]
+    # A toolchain folder never shows a credential folder (PATH=~/.ssh:..., a link ~/.pyenv -> ~/.aws): only
+    # the user's own `expose` can.
+    logins = tuple(f"{base / rel}/" for base in dict.fromkeys([home, *homes]) for rel in DEFAULT_HIDDEN_IN_HOME)
+    out: dict[Path, Path] = {}
+    for path in [*named, *chosen]:
+        path = Path(os.path.normpath(path))
+        if not os.path.lexists(path):
+            continue
+        real = _resolved(path)
+        inside = [h for h in homes if path.is_relative_to(h) or real.is_relative_to(h)]
+        if not inside or any(real == h or h.is_relative_to(real) for h in homes) or not real.exists():
+            continue
+        if path not in chosen and any(f"{p}/".startswith(logins) or any(
+                login.startswith(f"{p}/") for login in logins) for p in (path, real)):
+            continue
+        out.setdefault(path, real)
+    return tuple(sorted(out.items(), key=lambda pair: (len(pair[0].parts), str(pair[0]))))
+
+
+def toolchain_logins(settings: SandboxSettings, environ: Mapping[str, str]) -> list[Path]:
+    """TOOLCHAIN_LOGINS that exist inside a shown toolchain folder (remembered like home_toolchains)."""
+    homes = hidden_homes(environ)
+    if not homes:
+        return []
+    names = sorted({*_TOOLCHAIN_NAMES, *TOOLCHAIN_VARIABLES, *XDG_FOLDERS, "HOME"})
+    key = (
+        tuple(settings.expose), tuple((n, environ.get(n)) for n in names), int(time.monotonic() // TOOLCHAINS_FRESH_S),
+    )
+    shown = tuple(named for named, _ in home_toolchains(settings, environ))
+    return list(_logins(key, shown))
+
+
+@functools.lru_cache(maxsize=8)
+def _logins(key: tuple, shown: tuple[Path, ...]) -> tuple[Path, ...]:  # type: ignore[type-arg]
+    _, variables, _ = key
+    environ = {name: value for name, value in variables if value is not None}
+    home = home_dir(environ)
+    out: list[Path] = []
+    for entry in TOOLCHAIN_LOGINS:
+        for path in _toolchain_entry(entry, home, environ):
+            path = Path(os.path.normpath(path))
+            if os.path.lexists(path) and any(path.is_relative_to(s) for s in shown):
+                out.append(path)
+    return tuple(out)
+
+
+def hidden_paths(
+    settings: SandboxSettings, environ: Mapping[str, str], extra: Iterable[Path] = (), bound: Iterable[Path] = (),
+) -> list[Path]:
     """Existing paths to hide, resolved (a hidden symlink hides its target), outermost first, no duplicates.
 
-    A path given in `expose` is dropped from the list; one inside a hidden folder is bound back later.
+    The home folders are among them unless the user exposed one whole (`expose = ["~"]`). A path given in
+    `expose` is dropped from the list; one inside a hidden folder is bound back later.
     """
     home = home_dir(environ)
     exposed = {_resolved(expand(p, home)) for p in settings.expose}
     runtime = environ.get("XDG_RUNTIME_DIR")
+    homes = [h for h in hidden_homes(environ) if h not in exposed]
+    # Inside a hidden home the named credential paths matter only where a shown folder would show them.
+    # (`bound`: folders the runner binds over them, the repository among them: the home itself may be one.)
+    shown = tuple(f"{named}/" for named in [*(n for n, _ in home_toolchains(settings, environ)), *bound]) if homes else ()
+    in_home = [home / rel for rel in DEFAULT_HIDDEN_IN_HOME]
+    if homes and home in homes:
+        in_home = [p for p in in_home if f"{p}/".startswith(shown)]
     candidates = [
-        *(home / rel for rel in DEFAULT_HIDDEN_IN_HOME),
+        *homes,
+        *in_home,
         *(Path(p) for p in SOCKET_FOLDERS),
         *([Path(runtime)] if runtime and Path(runtime).is_absolute() else []),
+        *(toolchain_logins(settings, environ) if homes else ()),
         *extra,
         *(expand(p, home) for p in settings.hide),
     ]
@@ -206,15 +424,37 @@ def hidden_paths(settings: SandboxSettings, environ: Mapping[str, str], extra: I
 
 
 def exposed_inside(settings: SandboxSettings, environ: Mapping[str, str], hidden: Iterable[Path]) -> list[Path]:
-    """Paths the user exposed that lie inside a hidden folder: they are bound back, read-only."""
+    """Paths shown again inside a hidden folder, resolved: the home's toolchains and what the user exposed;
+    they are bound back read-only."""
     home = home_dir(environ)
-    hidden = list(hidden)
+    wanted = [real for _, real in home_toolchains(settings, environ)]
+    wanted += [_resolved(expand(entry, home)) for entry in settings.expose]
+    return list(_inside_hidden(tuple(wanted), tuple(hidden)))
+
+
+@functools.lru_cache(maxsize=32)
+def _inside_hidden(wanted: tuple[Path, ...], hidden: tuple[Path, ...]) -> tuple[Path, ...]:
+    out = sorted({real for real in wanted if real.exists() and any(real != h and real.is_relative_to(h) for h in hidden)},
+                 key=lambda p: (len(p.parts), str(p)))
+    # One inside another shown folder needs no mount of its own, unless something hidden lies between.
+    return tuple(p for p in out if not any(
+        p != q and p.is_relative_to(q) and not any(h.is_relative_to(q) and p.is_relative_to(h) for h in hidden)
+        for q in out))
+
+
+def exposed_aliases(settings: SandboxSettings, environ: Mapping[str, str], exposed: Iterable[Path]) -> list[tuple[Path, Path]]:
+    """(path as named, what it resolves to) for shown home paths reached through a link (`~/.pyenv` -> a
+    folder elsewhere): bound at the named path too, so the link's users find it in the empty home."""
+    exposed = list(exposed)
+    homes = hidden_homes(environ)
     out = []
-    for entry in settings.expose:
-        real = _resolved(expand(entry, home))
-        if real.exists() and any(real != h and real.is_relative_to(h) for h in hidden):
-            out.append(real)
-    return sorted(set(out), key=lambda p: (len(p.parts), str(p)))
+    for named, real in home_toolchains(settings, environ):
+        if named == real or not any(named.is_relative_to(h) for h in homes):
+            continue
+        if any(named.is_relative_to(e) for e in exposed):
+            continue  # inside a folder shown whole: the link itself is there
+        out.append((named, real))
+    return out
 
 
 def host_socket_paths(table: Path = Path("/proc/net/unix")) -> list[Path]:

@@ -8,6 +8,14 @@ config.worktree, each linked worktree's and each submodule's config, the legacy 
 branches/ files), in the user's global and system config, and in any file those include. The
 commands a user lets run unasked (`cat .git/config`) and the model both see what a command prints.
 
+What is a credential is decided by what git means, not by how a value looks: every value is searched
+for URL userinfo with or without a scheme (`http.proxy = alice:PASS@proxy:3128` is a URL to git), a
+proxy's user name is masked too, every `extraheader` and credential helper, and the files git reads
+credentials from (`credential.helper store --file`, `http.cookieFile`, `http.sslKey`,
+~/.git-credentials, $XDG_CONFIG_HOME/git/credentials) are shown empty. Which files hold config is
+asked of git itself too (`git config --list --show-origin`, includes followed, conditional ones
+as git evaluates them), beside the known places and the includes ribbit follows itself.
+
 So while a command runs, bubblewrap binds over each such file that holds something to hide a copy
 with it masked (`***`), read-only: `git remote -v`, `git config -l` and `cat` still work and show
 where things point, not the secrets. The copy is rebuilt from git's own parse of the file (`git config
@@ -43,6 +51,17 @@ HEADER = "# ribbit: this is a copy with credentials masked ({}); the file itself
 
 # userinfo in any URL (`scheme://user:secret@host`): masked, except a bare user name for ssh.
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/?#\s\"']*)@")
+# userinfo before a host where there is no scheme (`alice:PASS@proxy:3128`, `user:pw@host:path`): git
+# takes such a value as a URL (a proxy) or an scp-like address; a colon in it is a password.
+_BARE_USERINFO = re.compile(r"(?i)(^|[\s\"'=(<,])(?![a-z][a-z0-9+.-]*://)([^\s\"'@/:=]+:[^\s\"'@/]*)@(?=[\w\[])")
+# Any userinfo at the start of a proxy's value, scheme or not (`TOKEN@proxy:3128`), up to the last `@`
+# before the host (`alice:p@ss@proxy`: curl takes the last one).
+_PROXY_USERINFO = re.compile(r"(?i)^\s*((?:[a-z][a-z0-9+.-]*://)?)([^\s/]+)@")
+# A value (or section name) that is a URL: its authority is everything up to the first `/`, `?` or `#`,
+# and its userinfo everything before the last `@` there, whatever it holds (`'`, a space, an `@`).
+_LEADING_URL = re.compile(r"(?i)^(\s*[a-z][a-z0-9+.-]*://)([^/?#]*)@")
+# Keys whose value is a file git reads credentials or a private key from: shown empty.
+_CREDENTIAL_FILE_KEYS = frozenset({"cookiefile", "sslkey", "sslcert"})
 # A secret-looking query parameter (`?private_token=...`).
 _SECRET_QUERY = re.compile(r"(?i)([?&;][^=&#\s]*(?:token|key|secret|passw|sig|auth)[^=&#\s]*=)[^&#\s\"']+")
 # Token formats of the common forges, wherever they appear.
@@ -65,8 +84,21 @@ def mask_text(text: str) -> str:
         return f"{scheme}{MASK}@"
 
     text = _URL_USERINFO.sub(userinfo, text)
+    text = _BARE_USERINFO.sub(lambda m: f"{m.group(1)}{MASK}@", text)
     text = _SECRET_QUERY.sub(lambda m: m.group(1) + MASK, text)
     return _KNOWN_TOKEN.sub(MASK, text)
+
+
+def _mask_url(text: str) -> str:
+    """`text` with the userinfo of a URL it starts with masked as git parses one, then mask_text."""
+
+    def userinfo(match: re.Match[str]) -> str:
+        scheme, info = match.group(1), match.group(2)
+        if scheme.strip().lower() in _SSH_SCHEMES and ":" not in info:
+            return match.group()  # `ssh://git@host`: a user name, no secret
+        return f"{scheme}{MASK}@"
+
+    return mask_text(_LEADING_URL.sub(userinfo, text, count=1))
 
 
 def mask_value(key: str, value: str) -> str:
@@ -80,7 +112,9 @@ def mask_value(key: str, value: str) -> str:
         return MASK
     if section == "credential" and name == "helper" and not _PLAIN_HELPER.fullmatch(value):
         return MASK  # `!f() { echo password=...; }; f`, `store --file=...`
-    return mask_text(value)
+    if name.endswith("proxy") and name != "gitproxy":  # http.proxy, remote.<name>.proxy, http.<url>.proxy
+        value = _PROXY_USERINFO.sub(lambda m: f"{m.group(1)}{MASK}@", value)
+    return _mask_url(value)
 
 
 @dataclass(frozen=True)
@@ -115,6 +149,8 @@ def parse_config(path: Path, home: Path) -> ConfigFile:
                 includes.append(target)
         elif lowered.startswith("credential.") and lowered.endswith(".helper"):
             stores += _store_files(value, home)
+        elif lowered.rpartition(".")[2] in _CREDENTIAL_FILE_KEYS and lowered.startswith("http.") and value:
+            stores.append(home / value[2:] if value.startswith("~/") else Path(value))
     return ConfigFile(entries=entries, includes=includes, stores=stores)
 
 
@@ -128,19 +164,25 @@ def _include_target(value: str, including: Path, home: Path) -> Path | None:
 
 
 def _store_files(helper: str, home: Path) -> list[Path]:
-    """The file a `store` helper keeps passwords in (`store --file=PATH` / `--file PATH`)."""
+    """The file any helper is told to keep passwords in (`--file=PATH` / `--file PATH`): `store`, but also
+    the store by its full path or run from a shell snippet (`!git credential-store --file=PATH $@`)."""
     try:
         words = shlex.split(helper)
     except ValueError:
-        return []
-    if not words or words[0] not in ("store", "git-credential-store"):
-        return []
+        words = helper.split()
     out = []
     for i, word in enumerate(words):
         given = word[len("--file="):] if word.startswith("--file=") else words[i + 1] if word == "--file" and i + 1 < len(words) else None
         if given:
             out.append(home / given[2:] if given.startswith("~/") else Path(given))
     return out
+
+
+def _masked_key(key: str) -> str:
+    """A key with its subsection masked as render_config writes it (`url.alice:pw@host:.insteadof`)."""
+    section, _, rest = key.partition(".")
+    subsection, dot, name = rest.rpartition(".")
+    return f"{section}.{_mask_url(subsection)}.{name}" if dot else key
 
 
 def render_config(entries: list[tuple[str, str | None]] | None, what: str) -> str:
@@ -152,7 +194,7 @@ def render_config(entries: list[tuple[str, str | None]] | None, what: str) -> st
     for key, value in entries:
         section, _, rest = key.partition(".")
         subsection, _, name = rest.rpartition(".")
-        header = f'[{section} "{_quote(mask_text(subsection))}"]' if subsection else f"[{section}]"
+        header = f'[{section} "{_quote(_mask_url(subsection))}"]' if subsection else f"[{section}]"
         if header != current:
             out.append(header + "\n")
             current = header
@@ -188,6 +230,9 @@ class CredentialMasks:
         self._folder: Path | None = None
         # resolved path -> (stat key, parse result or None for a legacy file, the copy or None if nothing to hide)
         self._seen: dict[Path, tuple[tuple[int, ...], ConfigFile | None, Path | None]] = {}
+        # (stat keys of the files it depends on, the files git named) from the last `--show-origin`
+        self._effective: tuple[tuple[tuple[int, ...] | None, ...], list[Path]] | None = None
+        self._dirs: list[Path] | None = None
 
     def close(self) -> None:
         if self._folder is not None:
@@ -197,6 +242,7 @@ class CredentialMasks:
     def mounts(self) -> list[Masked]:
         """What to bind over for the next command: masked copies, and credential stores shown empty."""
         home = Path(self.environ.get("HOME") or Path.home())
+        self._dirs = None
         out: dict[Path, Path] = {}
         stores: list[Path] = []
         configs = [(p, 0) for p in self._config_candidates(home)]
@@ -215,7 +261,8 @@ class CredentialMasks:
                 out[real] = copy
             if parsed is not None and depth < MAX_INCLUDE_DEPTH:
                 configs += [(p, depth + 1) for p in parsed.includes]
-                stores += parsed.stores
+                # A relative cookie file is opened from where git runs: the work tree, for this repository's commands.
+                stores += [p if p.is_absolute() else self.root / p for p in parsed.stores]
         for path in self._legacy_candidates():
             real = _resolved(path)
             if real is not None and real not in out:
@@ -231,7 +278,13 @@ class CredentialMasks:
     # -- where git keeps config --------------------------------------------------------------------
 
     def _git_dirs(self) -> list[Path]:
-        """The repository's git dir(s) and common dir, wherever they are (a worktree's lie outside)."""
+        """The repository's git dir(s) and common dir, wherever they are (a worktree's lie outside);
+        looked up once per `mounts()`."""
+        if self._dirs is None:
+            self._dirs = self._find_git_dirs()
+        return self._dirs
+
+    def _find_git_dirs(self) -> list[Path]:
         found: list[Path] = []
         repo = session_repo(self.root)
         if repo is not None:
@@ -251,6 +304,44 @@ class CredentialMasks:
                     out.append(folder)
         return out
 
+    def _effective_files(self, home: Path, known: list[Path]) -> list[Path]:
+        """Every file git reads config from for this repository, as git itself says (includes followed,
+        conditional ones as they apply now): `git config --list --show-origin`, which runs nothing.
+        Asked again only when one of the files it depends on (or HEAD, for `onbranch:`) changed."""
+        watched = [*known, *(self._effective[1] if self._effective else []), *(d / "HEAD" for d in self._git_dirs())]
+        key = tuple(_stat_key(p) for p in watched)
+        if self._effective is not None and self._effective[0] == key:
+            return self._effective[1]
+        found = self._ask_git(home)
+        self._effective = (tuple(_stat_key(p) for p in [*known, *found, *(d / "HEAD" for d in self._git_dirs())]), found)
+        return found
+
+    def _ask_git(self, home: Path) -> list[Path]:
+        repo = session_repo(self.root)
+        env = {"HOME": str(home)}
+        if self.environ.get("XDG_CONFIG_HOME"):
+            env["XDG_CONFIG_HOME"] = self.environ["XDG_CONFIG_HOME"]
+        if repo is not None:
+            env |= {"GIT_DIR": str(repo.git_dir), "GIT_WORK_TREE": str(repo.work_tree)}
+        else:
+            env["GIT_DIR"] = str(self.root / ".git")  # never a `.git` found further up
+        try:
+            proc = run_git(["config", "--list", "--show-origin", "--includes", "-z"], cwd=self.root, env=env,
+                           work_tree=self.root, check=False, timeout=30, read_user_config=True)
+        except GitError:
+            return []
+        if proc.returncode != 0:
+            return []
+        out: list[Path] = []
+        records = os.fsdecode(proc.stdout).split("\0")
+        for origin in records[0::2]:
+            if origin.startswith("file:"):
+                path = Path(origin[len("file:"):])
+                path = path if path.is_absolute() else self.root / path
+                if path not in out:
+                    out.append(path)
+        return out[:MAX_FILES]
+
     def _config_candidates(self, home: Path) -> list[Path]:
         env = self.environ
         xdg = Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME") else home / ".config"
@@ -262,7 +353,7 @@ class CredentialMasks:
             out += [git_dir / "config", git_dir / "config.worktree"]
             out += [w / "config.worktree" for w in _children(git_dir / "worktrees")]
             out += list(_module_configs(git_dir / "modules", 0))
-        return out
+        return out + [p for p in self._effective_files(home, out) if p not in out]
 
     def _legacy_candidates(self) -> list[Path]:
         return [f for d in self._git_dirs() for sub in ("remotes", "branches") for f in _children(d / sub)]
@@ -296,7 +387,7 @@ class CredentialMasks:
             parsed = parse_config(real, home)
             entries = parsed.entries
             changed = entries is None or any(
-                value is not None and mask_value(k, value) != value or mask_text(k) != k for k, value in entries)
+                value is not None and mask_value(k, value) != value or _masked_key(k) != k for k, value in entries)
             commented = raw is None or b"#" in raw or b";" in raw  # comments git drops may hold anything
             copy = self._copy(render_config(entries, real.name).encode("utf-8", "surrogateescape")) if changed or commented else None
         self._seen[real] = (key, parsed, copy)
@@ -312,6 +403,14 @@ class CredentialMasks:
             temp.chmod(0o444)
             temp.replace(path)
         return path
+
+
+def _stat_key(path: Path) -> tuple[int, ...] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
 def _resolved(path: Path) -> Path | None:

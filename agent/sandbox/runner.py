@@ -2,7 +2,8 @@
 
 Linux (bubblewrap): the whole system read-only, the repository writable except `.git` (or read-only
 too: `access="read-only"`), credential folders and host sockets hidden, a private size-capped /tmp and
-/dev/shm, no network, a new PID namespace, a minimal environment, and it dies with ribbit.
+/dev/shm, no network, a new PID namespace, a minimal environment, and it dies with ribbit (the mount
+layout: agent/sandbox/bwrap.py).
 macOS (sandbox-exec): the same file rules and no network through a Seatbelt profile; there is no
 PID namespace there, so the process group is killed when ribbit exits.
 Every runner: empty stdin, output capped head+tail, timeout and cancel kill the whole process group,
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import atexit
 import errno
-import functools
 import os
 import re
 import shlex
@@ -29,15 +29,19 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from agent.sandbox.caps import CapLimits, CommandCaps, cgroups_wanted
 from agent.sandbox.credentials import CredentialMasks, Masked
 from agent.sandbox.seccomp import filter_fd
-from agent.sandbox.config import SandboxSettings, hidden_paths, exposed_inside, expand, host_socket_paths, sandbox_env
-from agent.fs import CREATE_FLAGS, READ_FLAGS
+from agent.sandbox.bwrap import SandboxView, bwrap_can_cap_tmpfs, bwrap_works, command_line, disk_tmp_base, under_private_tree, visible
+from agent.sandbox.config import (
+    Access, SandboxSettings, exposed_aliases, exposed_inside, expand, hidden_paths, host_socket_paths, sandbox_env,
+)
+from agent.fs import CREATE_FLAGS, READ_FLAGS, WriteObserver
+from agent.sandbox.overlay import OverlayRun, sweep_stale, usable_for
 from agent.paths import home_dir
 
 if TYPE_CHECKING:
@@ -47,16 +51,8 @@ HEAD_BYTES = 256 * 1024
 TAIL_BYTES = 256 * 1024
 # The working directory comes back through a pipe the command can also write to: read at most this.
 CWD_PIPE_LIMIT = 1 << 20
-MASK_TMPFS_BYTES = 1 << 20
 # An empty `.git` folder ribbit makes as a mount point while a command runs, told apart by its mode.
 GIT_MOUNT_POINT_MODE = 0o500
-# Where a sandbox has its own empty, private folders; hidden or socket paths under them need no mask.
-PRIVATE_TREES = (Path("/tmp"), Path("/dev"), Path("/proc"))
-# Kernel-wide knobs under /proc that a fresh procfs still lets uid 0 write (bubblewrap covers /proc/irq
-# and /proc/bus itself, but not these when it runs as root): mounted read-only in every command.
-PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger")
-
-Access = Literal["read-only", "read-write"]
 # strerror(EROFS), however the program words the rest; LC_MESSAGES=C keeps it English.
 _READ_ONLY_MESSAGE = re.compile(r"read-only file system", re.IGNORECASE)
 
@@ -140,7 +136,7 @@ QUOTA_CHECK_S = 0.05  # how often a running command's disk use is looked at (a s
 class WriteQuota:
     """What one session may write to the repository's file system: the free space its writable commands
     took while they ran (what the user and other programs write between commands is not counted; a
-    command that deletes gives room back). Each command also gets what is left as its largest file
+    command that deletes gives room back), and what the undo journal copied of it (`charge`). Each command also gets what is left as its largest file
     (`ulimit -f`), so one huge write fails at once instead of at the next check."""
 
     def __init__(self, root: Path, limit_mb: int | None) -> None:
@@ -165,6 +161,11 @@ class WriteQuota:
             return self.used
         free = _free_bytes(self.root)
         return self.used if free is None else max(0, self.used + self._free_before - free)
+
+    def charge(self, size: int) -> None:
+        """Count bytes written between commands against the quota: the undo journal's copies of what the
+        commands wrote (handed over by the session), which no command's free-space reading sees."""
+        self.used += max(0, size)
 
     def left(self) -> int | None:
         """Bytes the session may still write (None: no quota, or the disk cannot be measured)."""
@@ -207,6 +208,8 @@ class LocalRunner:
         self.root = root.resolve()
         self.settings = settings or SandboxSettings()
         self.writable_runs = 0  # commands that could change the repository (the journal snapshots after them)
+        # Told of each file ribbit writes for a command whose writes were kept apart (agent.sandbox.overlay).
+        self.write_observer: WriteObserver | None = None
         self.quota = WriteQuota(self.root, self.settings.write_quota_mb)
         # A submodule's `.git` is a work-tree path: guarded as its state was when the session started.
         self.submodules = read_submodules(self.root)
@@ -230,6 +233,15 @@ class LocalRunner:
 
     def wrap(self, argv: list[str], cwd: Path, access: Access, fds: list[int] | None = None) -> list[str]:
         return argv
+
+    def isolates_writes(self, access: Access) -> bool:
+        """Whether a command run so writes only where ribbit applies it afterwards (agent.sandbox.overlay):
+        then nothing else changing the checkout meanwhile is taken for the command's doing."""
+        return False
+
+    def after_command(self) -> list[str]:
+        """Lines for the command's output about what ribbit did with its writes afterwards."""
+        return []
 
     def launch_dir(self, cwd: Path) -> Path:
         return cwd if cwd.is_dir() else self.root
@@ -289,6 +301,8 @@ class LocalRunner:
             if access == "read-write":
                 for line in put_back_submodule_gits(self.submodules, self.root):
                     capture.feed(("\n" + line).encode())
+            for line in self.after_command():
+                capture.feed(("\n" + line).encode())
             os.close(cwd_write)
             cwd_write = -1
             final_cwd = _read_cwd(cwd_read)
@@ -371,45 +385,6 @@ def _read_cwd(fd: int) -> Path | None:
     return Path(text)
 
 
-@dataclass(frozen=True)
-class Mount:
-    """One bubblewrap mount operation (with its --perms/--size prefix)."""
-
-    op: str
-    dest: Path
-    src: Path | None = None
-    perms: str | None = None
-    size: int | None = None
-
-    def args(self) -> list[str]:
-        out: list[str] = []
-        if self.perms is not None:
-            out += ["--perms", self.perms]
-        if self.size is not None:
-            out += ["--size", str(self.size)]
-        out.append(self.op)
-        if self.src is not None:
-            out.append(str(self.src))
-        return out + [str(self.dest)]
-
-
-@dataclass(frozen=True)
-class SandboxView:
-    """What a sandboxed command can see and change; `ribbit doctor` prints it, BwrapRunner mounts it."""
-
-    root: Path
-    access: Access
-    writable: list[Path]
-    hidden: list[Path]
-    exposed: list[Path]
-    sockets: list[Path]
-    git_protected: list[Path]
-    pinned: list[Path]  # mount points, so they cannot be renamed or removed: submodule folders and their parents
-    tmp_bytes: int | None  # None: bubblewrap older than 0.7 cannot cap a tmpfs; /tmp is a folder on disk
-    shm_bytes: int | None
-    masked: list[Masked] = field(default_factory=list)  # git config files shown with credentials masked
-
-
 class BwrapRunner(LocalRunner):
     name = "bubblewrap"
     sandboxed = True
@@ -419,8 +394,38 @@ class BwrapRunner(LocalRunner):
         _remove_git_mount_point(self.root / ".git")  # left by a ribbit killed while a command ran
         # Without --size a tmpfs could take half the RAM: /tmp and /dev/shm are then a folder on disk
         # (emptied after every command; ribbit never reads from it).
-        self._disk_tmp = None if bwrap_can_cap_tmpfs() else Path(tempfile.mkdtemp(prefix="ribbit-sandbox-tmp-", dir=_disk_tmp_base()))
+        self._disk_tmp = None if bwrap_can_cap_tmpfs() else Path(tempfile.mkdtemp(prefix="ribbit-sandbox-tmp-", dir=disk_tmp_base()))
         self.git_masks = CredentialMasks(self.root)
+        # Writable commands write through an overlay ribbit applies afterwards, where this system allows it.
+        self.overlay_base = usable_for(self.root)
+        if self.overlay_base is not None:
+            sweep_stale(self.overlay_base)
+        self._overlay: OverlayRun | None = None
+        self._overlay_lines: list[str] = []
+
+    def isolates_writes(self, access: Access) -> bool:
+        return access == "read-write" and self.overlay_base is not None
+
+    def after_command(self) -> list[str]:
+        lines, self._overlay_lines = self._overlay_lines, []
+        return lines
+
+    @contextmanager
+    def _overlay_for(self, access: Access) -> Iterator[None]:
+        """The command's overlay while it runs; its upper layer applied to the checkout when it has ended."""
+        if not self.isolates_writes(access):
+            yield
+            return
+        assert self.overlay_base is not None
+        self._overlay = OverlayRun(self.root, self.overlay_base)
+        try:
+            yield
+        finally:
+            overlay, self._overlay = self._overlay, None
+            try:
+                self._overlay_lines = overlay.apply(self.write_observer).lines()
+            finally:
+                overlay.close()
 
     def close(self) -> None:
         super().close()
@@ -457,7 +462,8 @@ class BwrapRunner(LocalRunner):
                 (self._disk_tmp / sub).mkdir(mode=0o700, exist_ok=True)
         seccomp = filter_fd()
         try:
-            yield [seccomp]
+            with self._overlay_for(access):
+                yield [seccomp]
         finally:
             os.close(seccomp)
             for dot_git, info in made:
@@ -477,15 +483,25 @@ class BwrapRunner(LocalRunner):
         bound = [self.root, *writable]
 
         def shown(path: Path) -> bool:
-            return not _under_private_tree(path) or any(path.is_relative_to(b) for b in bound)
+            return not under_private_tree(path) or any(path.is_relative_to(b) for b in bound)
 
-        hidden = [p for p in hidden_paths(self.settings, environ, extra=_ribbit_private_folders()) if shown(p)]
+        # A hidden folder that is the repository (the home folder as one) is not hidden: the repository is bound there.
+        hidden = [p for p in hidden_paths(self.settings, environ, extra=_ribbit_private_folders(), bound=bound)
+                  if shown(p) and p not in bound]
         exposed = exposed_inside(self.settings, environ, hidden)
-        binds = [*bound, *exposed]
+        aliases = exposed_aliases(self.settings, environ, exposed)
+        binds = [*bound, *exposed, *(named for named, _ in aliases)]
         # A mask under another one is needed only where a bind in between shows the path again.
-        hidden = [p for p in hidden if _visible(p, hidden, binds, below=True)]
-        sockets = [s for s in host_socket_paths() if shown(s) and _visible(s, hidden, binds)]
-        masked = [m for m in self.git_masks.mounts() if shown(m.path) and _visible(m.path, hidden, binds)]
+        hidden = [p for p in hidden if visible(p, hidden, binds, below=True)]
+        # A shown folder reached through a link is bound at its name too: what is hidden inside it, there as well.
+        hidden += [named / h.relative_to(real) for named, real in aliases for h in hidden if h != real and h.is_relative_to(real)]
+        sockets = [s for s in host_socket_paths() if shown(s) and visible(s, hidden, binds)]
+        masks = self.git_masks.mounts()
+        masked = [m for m in masks if shown(m.path) and visible(m.path, hidden, binds)]
+        # A shown home path that is a link (`~/.gitconfig` -> a dotfiles folder) is bound at its name too:
+        # the masked copy of what it leads to goes there as well, over that bind.
+        masked += [Masked(named / m.path.relative_to(real), m.source) for named, real in aliases for m in masks
+                   if m.path == real or m.path.is_relative_to(real)]
         git_protected = git_paths_to_protect(self.root)
         pinned: list[Path] = []
         if access == "read-only":
@@ -497,84 +513,18 @@ class BwrapRunner(LocalRunner):
             root=self.root, access=access, writable=writable, hidden=hidden, exposed=exposed, sockets=sockets,
             git_protected=git_protected, pinned=pinned,
             tmp_bytes=None if self._disk_tmp else self.settings.tmp_bytes,
-            shm_bytes=None if self._disk_tmp else self.settings.shm_bytes, masked=masked,
+            shm_bytes=None if self._disk_tmp else self.settings.shm_bytes, masked=masked, aliases=aliases,
         )
 
     def wrap(self, argv: list[str], cwd: Path, access: Access, fds: list[int] | None = None) -> list[str]:
         """bwrap's command line; `fds`: what `prepared` yielded (the seccomp filter, agent.sandbox.seccomp)."""
-        view = self.view(access)
-        args = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev"]
-        args += self._scratch("/dev/shm", view.shm_bytes, "shm")
-        args += ["--remount-ro", "/dev"]  # not recursive: /dev/shm stays writable, /dev itself does not
-        args += ["--proc", "/proc"]
-        # A fresh /proc leaves the kernel's global settings writable to uid 0 (no capability needed):
-        # ribbit run as root would let a command set kernel.core_pattern or kernel.modprobe to a
-        # program of its own, which the kernel then runs on the host, as root.
-        for knob in PROC_READ_ONLY:
-            args += ["--ro-bind-try", knob, knob]
-        args += self._scratch("/tmp", view.tmp_bytes, "tmp")
-        mounts: list[Mount] = []
-        # A repository under /tmp sits on the private tmpfs: make the folders above it read-only,
-        # so `../x` fails instead of quietly landing in a tmpfs that vanishes.
-        for parent in self.root.parents:
-            if parent.is_relative_to("/tmp") and parent != Path("/tmp"):
-                # (On the disk fallback they are real folders, emptied after the command: keep them removable.)
-                mounts.append(Mount("--dir", parent, perms="0755" if self._disk_tmp else "0555"))
-        masks = [h for h in view.hidden if h.is_dir()]
-        for hidden in view.hidden:
-            if hidden.is_dir():
-                mounts.append(Mount("--tmpfs", hidden, size=None if self._disk_tmp else MASK_TMPFS_BYTES))
-            else:
-                mounts.append(Mount("--ro-bind", hidden, src=Path("/dev/null")))
-        mounts += [Mount("--ro-bind", p, src=p) for p in view.exposed]
-        root_op = "--bind" if access == "read-write" else "--ro-bind"
-        mounts.append(Mount(root_op, self.root, src=self.root))
-        mounts += [Mount("--bind", p, src=p) for p in view.writable if p != self.root]
-        mounts += [Mount("--bind", p, src=p) for p in view.pinned]
-        mounts += [Mount("--ro-bind", p, src=p) for p in view.git_protected]
-        mounts += [Mount("--ro-bind", s, src=Path("/dev/null")) for s in view.sockets]
-        # Git's config files with credentials masked (agent.sandbox.credentials), over the real ones.
-        mounts += [Mount("--ro-bind", m.path, src=m.source) for m in view.masked]
-        # Parents before children, so a later mount lands on top of (not under) an earlier one.
-        mounts.sort(key=lambda m: len(m.dest.parts))
-        for mount in mounts:
-            args += mount.args()
-        for mask in masks:
-            args += ["--remount-ro", str(mask)]
-        args += [
-            "--unshare-all",  # network, PID, IPC, UTS, cgroup (and user, where allowed) namespaces
-            "--die-with-parent",
-            "--new-session",
-            "--chdir", str(cwd if cwd.is_dir() else self.root),
-        ]
-        if os.geteuid() == 0:
-            args += ["--cap-drop", "ALL"]  # as root bwrap would keep capabilities (and ignore file modes)
-        if fds:
-            args += ["--seccomp", str(fds[0])]
-        args.append("--")
-        return args + argv
-
-
-    def _scratch(self, dest: str, size: int | None, sub: str) -> list[str]:
-        """A private, writable /tmp or /dev/shm: a capped tmpfs, or the runner's folder on disk."""
-        if self._disk_tmp is None:
-            return ["--perms", "1777", "--size", str(size), "--tmpfs", dest]
-        return ["--bind", str(self._disk_tmp / sub), dest]
-
-
-@functools.cache
-def bwrap_can_cap_tmpfs() -> bool:
-    """bubblewrap 0.7 added --size (Ubuntu 22.04 ships 0.6)."""
-    try:
-        helptext = subprocess.run(["bwrap", "--help"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return "--size" in helptext
-
-
-def _disk_tmp_base() -> str | None:
-    """A disk-backed place for the fallback /tmp: /var/tmp where it is writable, else the default."""
-    return "/var/tmp" if os.access("/var/tmp", os.W_OK) else None
+        line = command_line(self.view(access), argv, cwd, disk_tmp=self._disk_tmp, seccomp_fd=fds[0] if fds else None)
+        overlay = self._overlay
+        if overlay is None:
+            return line
+        at = len(line) - len(argv) - 1  # bubblewrap's `--` before the command
+        assert line[at] == "--"
+        return overlay.prefix() + line[:at] + overlay.bwrap_options() + line[at:]
 
 
 def git_paths_to_protect(root: Path) -> list[Path]:
@@ -790,18 +740,6 @@ def put_back_submodule_gits(submodules: list[Submodule], root: Path) -> list[str
     return lines
 
 
-def _visible(path: Path, hidden: list[Path], binds: list[Path], below: bool = False) -> bool:
-    """Whether the host's `path` shows in the sandbox: the innermost mount above it decides (a bind shows,
-    a mask hides; a bind at the same depth is mounted later and wins). `below`: ignore a mask at `path` itself."""
-    above = [m for m in (*hidden, *binds) if path.is_relative_to(m) and not (below and m == path)]
-    nearest = max(above, key=lambda m: (len(m.parts), m in binds), default=None)
-    return nearest is None or nearest in binds
-
-
-def _under_private_tree(path: Path) -> bool:
-    return any(path == tree or path.is_relative_to(tree) for tree in PRIVATE_TREES)
-
-
 def _ribbit_private_folders() -> list[Path]:
     """ribbit's own state (other projects' undo journals, allow lists): no command needs it."""
     from agent.paths import state_home
@@ -845,10 +783,18 @@ class SandboxExecRunner(LocalRunner):
         return sandbox_env(os.environ, self.settings, tmpdir=str(self._tmp))
 
     def profile(self, access: Access) -> str:
-        hidden = hidden_paths(self.settings, os.environ, extra=_ribbit_private_folders())
+        hidden = hidden_paths(self.settings, os.environ, extra=_ribbit_private_folders(), bound=[self.root])
         rules = [SEATBELT_PROFILE]
         if hidden:
             rules.append("(deny file-read* " + " ".join(f"(subpath {_seatbelt_string(h)})" for h in hidden) + ")\n")
+            # The last matching rule wins: the repository and the home's toolchains are read again.
+            home = home_dir(os.environ)
+            shown = [self.root, *exposed_inside(self.settings, os.environ, hidden),
+                     *(expand(w, home).resolve() for w in self.settings.writable)]
+            rules.append("(allow file-read* " + " ".join(f"(subpath {_seatbelt_string(p)})" for p in shown) + ")\n")
+            inner = [h for h in hidden if any(h != p and h.is_relative_to(p) for p in shown)]
+            if inner:  # a login inside a shown toolchain folder (~/.cargo/credentials.toml): hidden again
+                rules.append("(deny file-read* " + " ".join(f"(subpath {_seatbelt_string(h)})" for h in inner) + ")\n")
         if access == "read-write":
             rules.append('(allow file-write* (subpath (param "ROOT")))\n')
             home = home_dir(os.environ)
@@ -891,24 +837,6 @@ def sandbox_exec_works() -> tuple[bool, str]:
     if probe.returncode != 0:
         return False, "sandbox-exec refused to run: " + probe.stderr.decode(errors="replace").strip()[:200]
     return True, "sandbox-exec"
-
-
-def bwrap_works() -> tuple[bool, str]:
-    """Whether bubblewrap can actually create its namespaces here (containers sometimes forbid it)."""
-    exe = shutil.which("bwrap")
-    if not exe:
-        return False, "bubblewrap (bwrap) is not installed; install the Debian package 'bubblewrap'"
-    try:
-        probe = subprocess.run(
-            [exe, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "--", "true"],
-            capture_output=True, timeout=10,
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        return False, f"bubblewrap failed to start: {exc}"
-    if probe.returncode != 0:
-        reason = probe.stderr.decode(errors="replace").strip().splitlines()
-        return False, "bubblewrap cannot create namespaces here: " + (reason[-1] if reason else "unknown")
-    return True, "bubblewrap"
 
 
 def make_runner(

@@ -29,6 +29,8 @@ def agent_checks(root: Path, model_bytes: int = 0) -> list[Check]:
         else f"NO SANDBOX: {why}; every Bash call will ask for approval, and full-auto needs --no-sandbox",
     ))
     checks += sandbox_checks(root, ok)
+    if ok:
+        checks.append(overlay_check())
     checks.append(caps_check(model_bytes))
     # Says which journal is in use without creating a private one.
     from agent.undo.ignored import IGNORED_BYTES_BUDGET, IGNORED_FILES_BUDGET
@@ -75,8 +77,11 @@ def sandbox_checks(root: Path, sandbox_ok: bool) -> list[Check]:
     """What a sandboxed command may write, what it cannot see, what it gets from ribbit's environment."""
     import os
 
-    from agent.sandbox.runner import BwrapRunner, bwrap_works
-    from agent.sandbox.config import SandboxConfigError, config_path, hidden_paths, load_settings, sandbox_env
+    from agent.sandbox.bwrap import bwrap_works
+    from agent.sandbox.runner import BwrapRunner
+    from agent.sandbox.config import (
+        SandboxConfigError, config_path, exposed_inside, hidden_homes, hidden_paths, load_settings, sandbox_env,
+    )
 
     path = _home_short(config_path())
     try:
@@ -98,13 +103,14 @@ def sandbox_checks(root: Path, sandbox_ok: bool) -> list[Check]:
         if probe:
             checks.append(Check(name="sandbox probe", ok=False, detail=f"a command in this layout fails: {probe}"))
         extra = [_home_short(p) for p in view.writable if p != view.root]
-        hidden, sockets = view.hidden, view.sockets
+        hidden, sockets, exposed = view.hidden, view.sockets, view.exposed
         masked = [_home_short(m.path) for m in view.masked]
         if view.tmp_bytes is None:
             tmp = "a private /tmp and /dev/shm on disk, not capped (bubblewrap older than 0.7 has no --size)"
     else:
         extra = []
         hidden, sockets = hidden_paths(settings, os.environ), []
+        exposed = exposed_inside(settings, os.environ, hidden)
         masked = []
     checks.append(Check(
         name="sandbox writes", ok=True,
@@ -114,10 +120,18 @@ def sandbox_checks(root: Path, sandbox_ok: bool) -> list[Check]:
             + "; in ask and auto-edit, commands that run without asking get the repository read-only; no network"
         ),
     ))
-    shown = ", ".join(_home_short(p) for p in hidden) or "nothing"
+    homes = [h for h in hidden_homes(os.environ) if h in hidden]
+    others = [p for p in hidden if p not in homes]
+    home_part = [f"{', '.join(str(h) for h in homes)} (empty but for the toolchains below)"] if homes else []
+    shown = ", ".join([*home_part, *(_home_short(p) for p in others)]) or "nothing"
     checks.append(Check(
         name="sandbox hides", ok=True,
         detail=f"{shown}; {len(sockets)} host unix socket(s) outside those masked" + _first(sockets),
+    ))
+    checks.append(Check(
+        name="sandbox shows", ok=True,
+        detail=("of the home folder, read-only: " + ", ".join(_home_short(p) for p in exposed) if exposed
+                else "nothing of the home folder") + " (sandbox.toml: expose = [\"~/...\"] shows more; \"~\" all of it)",
     ))
     checks.append(Check(
         name="sandbox masks", ok=True,
@@ -135,6 +149,18 @@ def sandbox_checks(root: Path, sandbox_ok: bool) -> list[Check]:
             detail=WriteQuota(root, settings.write_quota_mb).describe() + " (sandbox.toml: write_quota_mb; 0 = none)",
         ))
     return checks
+
+
+def overlay_check() -> Check:
+    """Whether a writable command's changes can be kept apart from everyone else's (agent.sandbox.overlay)."""
+    from agent.sandbox.overlay import overlay_works
+
+    if overlay_works():
+        return Check(name="command overlay", ok=True, detail=(
+            "a writable command writes through an overlay applied when it ends: what you change meanwhile stays yours"))
+    return Check(name="command overlay", ok=False, detail=(
+        "cannot mount an overlay for commands here (unshare + overlayfs in a user namespace): what changes while "
+        "a writable command runs counts as the command's, and undo would take it back"))
 
 
 def caps_check(model_bytes: int) -> Check:

@@ -19,14 +19,17 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from agent.fs import ApplyError, atomic_symlink, atomic_write, is_binary, remove_file, remove_tree, write_new_file
+from agent.fs import ANYTHING, ApplyError, ChangedOnDisk, atomic_symlink, atomic_write, is_binary, remove_file, remove_tree, write_new_file
 from agent.core.approvals import Approver, PatchHunkApprovalRequest, RejectAll
 from agent.diffs import Hunk, apply_hunks, make_hunks
-from agent.core.events import EventSink, SummaryEvent
+from agent.core.events import EventSink, NoticeEvent, SummaryEvent
 from agent.git import GitRepo
-from agent.undo.journal import GIT_ERRORS, Blocked, Journal, JournalError, TreeEntry, _one_line
+from agent.undo.journal import GIT_ERRORS, Journal, JournalError, _one_line
+from agent.undo.worktree import Blocked, TreeEntry
 from agent.paths import state_home
 from agent.core.loop import Limits, run_interruptibly
+from agent.session.checkout_lock import CheckoutLock
+from agent.session.store import SessionStore
 from agent.session.workspace import Workspace, check_repo, open_workspace
 from models.base import ChatModel
 
@@ -134,8 +137,16 @@ class ReviewSession:
         self.root = check_repo(root)
         self.sink = sink
         self.live = Journal(self.root)
-        self.live.sweep_temp_files()
+        self.live.keep_every_file()  # the applied patch printed at the end comes from its snapshots
+        # The live checkout is written only when hunks are applied; another session writing meanwhile is told of.
+        self.checkout = CheckoutLock(self.live.top, what="review mode")
+        held = self.checkout.try_take()
+        if held is None:
+            self.live.sweep_temp_files()  # (another session's write in flight is no leftover)
+        else:
+            sink(NoticeEvent(level="warning", text=held + "; approved hunks are applied only once it has ended"))
         self.base = self.live.snapshot("review start")
+        SessionStore(self.root).note_journaled(self.live.session_id)  # an applied review is undone like any session
         self._folder = Path(tempfile.mkdtemp(prefix="review-", dir=_worktree_home())).resolve()
         self._tree = self._folder / "tree"
         self._is_worktree = False
@@ -149,6 +160,7 @@ class ReviewSession:
                 model, work_root, mode="review", approver=RejectAll(), sink=sink, limits=limits,
                 no_sandbox=no_sandbox, watch=False, journal_namespace=REVIEW_NAMESPACE, reasoning=reasoning,
             )
+            self.workspace.journal.keep_every_file()  # what is reviewed and applied comes from the snapshot
         except BaseException:
             self.close()
             raise
@@ -213,6 +225,9 @@ class ReviewSession:
         end = self._end or journal.snapshot("end")
         applied: dict[str, list[int]] = {}
         skipped: dict[str, str] = {}
+        held = self.checkout.try_take()
+        if held is not None:
+            return ReviewResult(applied={}, skipped={f.path: held for f in proposal.files if selection.get(f.path)}, patch="")
         for review_file in proposal.files:
             chosen = sorted(i for i in set(selection.get(review_file.path, [])) if 0 <= i < review_file.item_count)
             if not chosen:
@@ -224,6 +239,8 @@ class ReviewSession:
             if why:
                 skipped[rel] = why
                 continue
+            # Compared again right before each write's rename: a save between the check above and the write loses nothing.
+            expect = ANYTHING if old is not None and old[1] == "120000" else (old[0] if old else None)
             whole = len(chosen) == review_file.item_count
             if review_file.status == "added" and review_file.hunks and all(i == review_file.mode_item for i in chosen):
                 continue  # the mode of a new file whose text was rejected: nothing to create
@@ -234,11 +251,16 @@ class ReviewSession:
                     atomic_symlink(live_path, review_file.link)
                 elif review_file.binary or not review_file.hunks:
                     new = journal.read_blob(end, rel)
-                    atomic_write(live_path, new[0] if new else b"", allow_binary=True, executable=review_file.executable)
+                    atomic_write(live_path, new[0] if new else b"", allow_binary=True, executable=review_file.executable,
+                                 expect=expect)
                 else:
                     old_text = (old[0] if old else b"").decode("utf-8")
                     text = apply_hunks(old_text, review_file.hunks, {i for i in chosen if i < len(review_file.hunks)})
-                    atomic_write(live_path, text.encode("utf-8"), executable=review_file.executable_after(set(chosen)))
+                    atomic_write(live_path, text.encode("utf-8"), executable=review_file.executable_after(set(chosen)),
+                                 expect=expect)
+            except ChangedOnDisk:
+                skipped[rel] = "changed in your checkout since the review started"
+                continue
             except OSError as exc:
                 skipped[rel] = f"could not be written: {exc.strerror if exc.strerror and not isinstance(exc, ApplyError) else exc}"
                 continue
@@ -262,6 +284,7 @@ class ReviewSession:
 
     def close(self) -> None:
         """Remove the worktree and its journal refs, whatever happened. Safe to call twice."""
+        self.checkout.release()
         if self.workspace is not None:
             self.workspace.close()
             if self.workspace.journal.private:  # the copy's own journal goes with it

@@ -14,7 +14,10 @@ and the model identity the states belong to. The `.state` files are models.saved
 state + what it covers); all of them, over every repository, stay within STATE_BUDGET bytes: the least
 recently used go first (a session whose state was evicted is re-read once when resumed).
 
-The session ID is the journal's, so undo goes on where the session left off. Anything read back is
+The store is the one listing of a repository's sessions: a session that is not saved (eval, review,
+bench) still leaves `journaled.json` (its ID, root and start) in its folder when its journal takes a
+start snapshot, so `ribbit undo --list` finds it. The journal is given the session's ID and keeps only
+snapshots, so undo goes on where the session left off. Anything read back is
 validated: a corrupt or foreign file gives a one-line SessionError, never a traceback.
 """
 
@@ -36,12 +39,14 @@ from agent.core.tools.readstate import SavedRead
 from agent.paths import project_state, state_home
 from models.base import ChatModel
 from models.chat import ChatMessage
+from models.text import one_line
 from models.saved_points import META_SUFFIX, SavesPoints, meta_path, prune_points
 
 # Saved model states of all sessions together. FrogNano's state is ~50 MB of recurrent state plus
 # 32 KiB per token of KV cache: a 10K-token conversation is ~370 MB, so 4 GiB holds about ten of them.
 STATE_BUDGET = 4 << 30
 SESSION_FILE = "session.json"
+JOURNALED_FILE = "journaled.json"  # a session the journal holds, saved or not
 LATEST = "latest.state"
 MAX_TASKS = 100  # rewind points kept per session (the oldest go first)
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -87,8 +92,7 @@ class SavedSession(BaseModel):
 
 
 def preview(text: str, limit: int = PROMPT_PREVIEW) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return one_line(text, limit)
 
 
 def sessions_folder(root: Path) -> Path:
@@ -129,12 +133,57 @@ def read_session(folder: Path, root: Path) -> SavedSession:
     return record
 
 
+class JournaledSession(BaseModel):
+    """The store's entry for every session whose journal took a start snapshot."""
+
+    session_id: str
+    root: str
+    created: float
+
+
 class SessionStore:
-    """The saved sessions of one repository."""
+    """The sessions of one repository: the saved ones (resumable) and every journaled one (undoable)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
         self.folder = sessions_folder(self.root)
+
+    def note_journaled(self, session_id: str) -> None:
+        """Record that the journal holds this session (so `ribbit undo` lists it); a full disk loses only
+        the listing: `ribbit undo ID` still finds the journal by the ID."""
+        entry = JournaledSession(session_id=check_session_id(session_id), root=str(self.root), created=time.time())
+        folder = self.folder / session_id
+        try:
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            temp = folder / f"{JOURNALED_FILE}.{os.getpid()}.tmp"
+            temp.write_text(entry.model_dump_json())
+            os.replace(temp, folder / JOURNALED_FILE)
+        except OSError:
+            pass
+
+    def session_ids(self) -> list[str]:
+        """Every session recorded for this repository, saved or only journaled (in no particular order)."""
+        try:
+            folders = [p for p in self.folder.iterdir() if p.is_dir() and not p.is_symlink()]
+        except OSError:
+            return []
+        found = []
+        for folder in folders:
+            if not SESSION_ID.fullmatch(folder.name):
+                continue
+            if (folder / SESSION_FILE).is_file() or self._journaled_here(folder):
+                found.append(folder.name)
+        return found
+
+    def _journaled_here(self, folder: Path) -> bool:
+        path = folder / JOURNALED_FILE
+        try:
+            if path.is_symlink() or not path.is_file():
+                return False
+            entry = JournaledSession.model_validate_json(path.read_bytes())
+        except (OSError, ValueError, ValidationError):
+            return False
+        return entry.session_id == folder.name and Path(entry.root) == self.root
 
     def list(self) -> list[SavedSession]:
         """Readable sessions, most recently updated first (unreadable ones are left out)."""

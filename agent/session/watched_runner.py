@@ -15,7 +15,12 @@ if TYPE_CHECKING:
 
 
 class WatchedRunner:
-    """A CommandRunner whose commands the watcher attributes to the agent."""
+    """A CommandRunner whose commands the watcher attributes to the agent.
+
+    A command whose writes are kept apart (agent.sandbox.overlay) changes the checkout only through ribbit's
+    own writes afterwards, each one recognised by its content: while it runs, every change the watcher sees
+    is someone else's. Any other writable command (no sandbox, no overlay on this system): what changes
+    while it runs is counted as the command's, for nothing can tell the two apart."""
 
     def __init__(self, inner: CommandRunner, watcher: RepoWatcher) -> None:
         self.inner = inner
@@ -27,10 +32,19 @@ class WatchedRunner:
         self, command: str, cwd: Path, timeout: float, cancel: threading.Event, access: Access = "read-write",
         spool: Spool | None = None,
     ) -> CommandResult:
+        isolates = getattr(self.inner, "isolates_writes", None)
+        if access == "read-only" or (isolates is not None and isolates(access)):
+            self.watcher.settle()  # what happened before is judged now, while the files are as it left them
+            return self._run(command, cwd, timeout, cancel, access, spool)
         with self.watcher.agent_running():
-            if spool is None:
-                return self.inner.run(command, cwd, timeout, cancel, access=access)
-            return self.inner.run(command, cwd, timeout, cancel, access=access, spool=spool)
+            return self._run(command, cwd, timeout, cancel, access, spool)
+
+    def _run(
+        self, command: str, cwd: Path, timeout: float, cancel: threading.Event, access: Access, spool: Spool | None,
+    ) -> CommandResult:
+        if spool is None:
+            return self.inner.run(command, cwd, timeout, cancel, access=access)
+        return self.inner.run(command, cwd, timeout, cancel, access=access, spool=spool)
 
     def close(self) -> None:
         self.inner.close()

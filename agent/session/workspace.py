@@ -6,7 +6,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import ClassVar
 from pathlib import Path
 
 from agent.fs import read_regular
@@ -14,26 +15,32 @@ from agent.core.approvals import MODES, ApprovalPolicy, Approver, Mode, project_
 from agent.diffs import unified_diff
 from agent.core.events import AgentEvent, CompactionEvent, EventSink, ExternalChangeEvent, NoticeEvent, SummaryEvent
 from agent.git import shown
-from agent.undo.journal import Journal, JournalError, UndoResult
-from agent.paths import private_git_dir, read_only_checkout, state_problem, unsuitable_folder
-from agent.core.loop import AgentSession, Limits, Notes
+from agent.undo.journal import NAMESPACE, Journal, JournalError, UndoResult
+from agent.paths import new_session_id, private_git_dir, read_only_checkout, state_problem, unsuitable_folder
+from agent.core.instructions import INIT_TASK
+from agent.core.loop import AgentSession, Limits, Notes, no_reasoning_switch, run_interruptibly
 from agent.undo.ignored import COMPILED, OutsideChanges, is_cache
+from agent.core.tools import CallSummary, tool_class
 from agent.core.tools.readstate import ReadState
 from agent.undo.runs_later import compiled_from_source, runs_later
+from agent.session.checkout_lock import CheckoutLock
 from agent.session.resume import SessionResume
 from agent.sandbox.runner import CommandRunner, LocalRunner, make_runner, sandbox_available
 from agent.sandbox.config import SandboxConfigError, load_settings
 from agent.sandbox.output_spool import SavedOutputs
-from agent.session.store import SavedSession, SessionRecorder
+from agent.session.store import SavedSession, SessionRecorder, SessionStore
 from agent.session.transcript import fanout
 from agent.undo.watcher import ExternalChange, RepoWatcher
 from agent.session.watched_runner import WatchedRunner
+from agent.session.bang import BEFORE_STEP, USER_STEP, UserCommandResult, run_user_command
+from agent.session.commands import CustomCommand, load_commands
+from agent.session.commit import CommitError, CommitPlan, clean_message, draft_request, make_commit, plan_commit
+from agent.session.commit import DRAFT_TOKENS
+from agent.session.mentions import Attachment, FileIndex, MentionRefused, attach
+from agent.core.tools.bash import fit_output
 from models.base import ChatModel, ModelError, ModelInfo
 from models.chat import ChatMessage, ToolCall
 
-# Tools whose calls may change files; only steps with one of them are snapshotted (Bash only when
-# a command ran with the repository writable: read-only runs cannot change anything).
-CHANGING_TOOLS = frozenset({"Write", "Edit"})
 NOTE_MAX_PATHS = 20
 
 
@@ -145,6 +152,7 @@ class TaskReport:
         self.start_index = len(self.journal.snapshots) - 1
         self.start_runs = writable_runs(self.runner)
         self.journal.mark_outside_present()
+        self.journal.task_began()  # marked open now, while there is room (a step may fill the disk)
 
     def wrap(self, sink: EventSink) -> EventSink:
         self.known_repositories = self.journal.nested_repositories()  # the user's own, at the start
@@ -206,6 +214,7 @@ class TaskReport:
             sink(NoticeEvent(level="warning", text=f"changed files that run code on your machine later: {listed}{more}"))
         files = set(summary.files_changed) | {p for p in journal.agent_changed if not is_cache(p)} | set(outside)
         self.last = summary.model_copy(update={"files_changed": sorted(files)})
+        journal.task_ended()  # the open mark stays if the last step is still unrecorded
         return self.last
 
 
@@ -213,9 +222,10 @@ class JournaledWrites:
     """The write observer of the agent's Write/Edit: the journal records a file it leaves outside before
     the write lands (agent.undo.journal.Journal.guard_write), then the watcher is told as before."""
 
-    def __init__(self, journal: Journal, watcher: RepoWatcher | None) -> None:
+    def __init__(self, journal: Journal, watcher: RepoWatcher | None, notify: Callable[[str], None] | None = None) -> None:
         self.journal = journal
         self.watcher = watcher
+        self.notify = notify or (lambda line: None)
 
     def expect_write(self, path: Path, data: bytes | None) -> None:
         self.journal.guard_write(path)
@@ -226,10 +236,29 @@ class JournaledWrites:
         if self.watcher is not None:
             self.watcher.agent_wrote(path)
 
+    def changed_before_write(self, path: Path) -> None:
+        """The file changed while the agent's change to it waited (for approval): an undo point holding that
+        version, as someone else's, before the change lands, so undoing the change gives it back."""
+        if not self.journal.snapshots:
+            return
+        foreign: set[str] = set()
+        mixed: set[str] = set()
+        if self.watcher is not None:
+            self.watcher.sync()  # its event, delivered now, is judged as what it is: not the agent's
+            foreign, mixed = self.watcher.take_since_snapshot()
+        try:
+            foreign.add(path.relative_to(self.journal.root).as_posix())
+        except ValueError:
+            pass
+        for line in self.journal.record_step("changed outside while a change waited", foreign=foreign, mixed=mixed):
+            self.notify(line)
+
 
 @dataclass
 class Workspace:
     """The session API: the TUI and `ribbit run` call only these methods (the agent thread runs `run`)."""
+
+    INIT_TASK: ClassVar[str] = INIT_TASK  # `/init`: the task that drafts AGENTS.md
 
     session: AgentSession
     journal: Journal
@@ -246,12 +275,17 @@ class Workspace:
     # The saved session (agent.session.store): resume, rewind; None when not saved.
     saved: SessionResume | None = None
     report: TaskReport | None = None
+    # One writer per repository (agent.session.checkout_lock): held from the first write (or the start) to close.
+    checkout: CheckoutLock | None = None
+    # `@` completion's file list (agent.session.mentions), rebuilt after files come or go.
+    files: FileIndex | None = None
+    # `!command`s: in the sandbox (sandbox.toml's bang_sandbox) or as the user; their outputs wait here for
+    # the next prompt, which hands them to the model.
+    bang_sandbox: bool = False
+    handed: list[str] = field(default_factory=list)
+    _bang_cancel: threading.Event = field(default_factory=threading.Event)
 
     # -- what the UI shows ----------------------------------------------------------------------
-
-    @property
-    def model(self) -> ChatModel:
-        return self.session.model
 
     @property
     def model_info(self) -> ModelInfo:
@@ -284,10 +318,120 @@ class Workspace:
 
     # -- the conversation -----------------------------------------------------------------------
 
-    def run(self, task: str) -> SummaryEvent:
-        """Work on `task` (blocks: call it from a worker thread); the summary as the user is told it."""
-        summary = self.session.run(task)
+    def run(self, task: str, mentions: bool = False) -> SummaryEvent:
+        """Work on `task` (blocks: call it from a worker thread); the summary as the user is told it.
+
+        `mentions`: each `@path` in the task is attached as Read shows it (MentionRefused, one line, when one
+        names a path the tools refuse: then nothing is sent). Outputs of `!command`s since the last prompt go
+        with it too."""
+        attached = self.attachments(task) if mentions else []
+        if attached:
+            self.session.sink(NoticeEvent(level="info", text="attached: " + ", ".join(a.what for a in attached)))
+        handed, self.handed = self.handed, []
+        summary = self.session.run(task, context=[*handed, *(a.text for a in attached)])
+        if self.files is not None:
+            self.files.invalidate()  # the agent may have made or removed files
         return self.report.last if self.report is not None and self.report.last is not None else summary
+
+    def attachments(self, text: str) -> list[Attachment]:
+        """What each `@path` in `text` hands the model (agent.session.mentions); MentionRefused says why not."""
+        session = self.session
+        budget = session.output_budget()
+        missing: list[str] = []
+        found = attach(text, session.tool_context, budget, self.files, missing)
+        if missing:
+            listed = ", ".join("@" + shown(p) for p in missing)
+            session.sink(NoticeEvent(level="info", text=f"no such file here, sent as text: {listed}"))
+        # Each is paged like a tool result; together they must leave the conversation room to go on.
+        room = min(self.limits.context, self.model_info.context_length or self.limits.context) // 2
+        tokens = sum(budget.count(a.text) for a in found)
+        if tokens > room:
+            raise MentionRefused(f"the attached files take about {tokens} tokens, more than half the context "
+                                 f"({room}); attach fewer, or name them in the prompt for the model to Read")
+        return found
+
+    def complete_path(self, query: str, limit: int = 8) -> list[str]:
+        """`@` completion: repository paths matching `query` (in memory; [] until the list is built)."""
+        return self.files.match(query, limit) if self.files is not None else []
+
+    def files_stale(self) -> bool:
+        """Whether the `@` file list must be (re)built: files came or went since (refresh_files does it)."""
+        return self.files is not None and self.files.stale
+
+    def refresh_files(self) -> bool:
+        """Rebuild the `@` file list if files came or went (runs git: off the UI thread); True if it did."""
+        if self.files is None or not self.files.stale:
+            return False
+        self.files.refresh()
+        return True
+
+    def custom_commands(self) -> tuple[dict[str, CustomCommand], list[str]]:
+        """The user's own slash commands (agent.session.commands), read now, and lines about unusable files."""
+        return load_commands(self.journal.root)
+
+    def run_user_command(self, command: str) -> UserCommandResult:
+        """`!command` (blocks: a worker thread): run it as the user does, record what it changed as the
+        user's (undo never takes it back), and keep its output for the model's next prompt."""
+        journal, watcher = self.journal, self.watcher
+        if journal.snapshots:  # what happened before it stays apart from what it does
+            foreign, mixed = watcher.take_since_snapshot() if watcher else (set(), set())
+            for line in journal.record_step(BEFORE_STEP, foreign=foreign, mixed=mixed):
+                self.session.sink(NoticeEvent(level="warning", text=line))
+        self._bang_cancel.clear()
+        root = self.session.root
+        spool = self.outputs.new_spool() if self.outputs is not None else None  # the whole output, for Read
+        if self.bang_sandbox:
+            inner = self.runner.inner if isinstance(self.runner, WatchedRunner) else self.runner
+            ran = inner.run(command, root, 3600.0, self._bang_cancel, access="read-write", spool=spool)
+            result = UserCommandResult(command=command, output=ran.output, exit_code=None if ran.cancelled else ran.exit_code,
+                                       dropped_lines=ran.dropped_lines, cancelled=ran.cancelled)
+        else:
+            result = run_user_command(command, root, self._bang_cancel, spool)
+        if watcher is not None:
+            watcher.sync()
+        if journal.snapshots:
+            foreign, _mixed = watcher.take_since_snapshot() if watcher else (set(), set())
+            for line in journal.record_user_step(f"{USER_STEP}: {command[:80]}", foreign=foreign):
+                self.session.sink(NoticeEvent(level="warning", text=line))
+        output = fit_output(result.output, result.dropped_lines, self.session.output_budget(), spool).rstrip("\n")
+        self.handed.append(f"The user ran `{command}` in the repository ({result.status()}); its output:\n"
+                           + (output or "(no output)"))
+        if self.files is not None:
+            self.files.invalidate()
+        return replace(result, handed=output or "(no output)")
+
+    def plan_commit(self) -> CommitPlan:
+        """What `/commit` commits (the agent's changed files that differ from HEAD); CommitError says why not."""
+        return plan_commit(self.journal, self.mode, self.session.changes.files_changed)
+
+    def draft_commit_message(self, plan: CommitPlan) -> str:
+        """The model's commit message for `plan` (blocks: a worker thread); ModelError when it fails."""
+        return clean_message(self.session.answer(draft_request(plan), DRAFT_TOKENS))
+
+    def commit(self, plan: CommitPlan, message: str) -> str:
+        """Commit the plan's files with `message`; the commit id. CommitError (one line) when it fails."""
+        if self.mode == "plan":
+            raise CommitError("/commit is not available in plan mode")
+        return make_commit(plan, message)
+
+    def run_interruptibly(self, task: str) -> SummaryEvent:
+        """`run` in a worker thread, so Ctrl+C stops the model cleanly (ribbit run); a second Ctrl+C stops
+        waiting."""
+        return run_interruptibly(self, task)
+
+    def no_reasoning_switch(self) -> str:
+        """What the user is told when they set reasoning on a model that cannot switch it."""
+        return no_reasoning_switch(self.model_info)
+
+    @property
+    def session_id(self) -> str:
+        """The session's ID: the store's record and the journal's refs (`ribbit undo ID`)."""
+        return self.journal.session_id
+
+    @property
+    def root(self) -> Path:
+        """The folder the session works in."""
+        return self.journal.root
 
     def preload(self) -> bool:
         """Read the system prompt (or a resumed conversation whose saved state was not loaded) before the
@@ -296,12 +440,15 @@ class Workspace:
         return self.session.preload()
 
     def cancel(self) -> None:
-        """Stop the current generation or tool (any thread)."""
+        """Stop the current generation, tool or `!command` (any thread)."""
         self.session.cancel()
+        self._bang_cancel.set()
 
     def clear(self) -> None:
-        """Start a new conversation: only the system prompt is kept (call it between runs)."""
+        """Start a new conversation: only the system prompt is kept (call it between runs); `!command`
+        outputs not yet handed to the model go too."""
         self.session.clear()
+        self.handed.clear()
 
     def set_mode(self, mode: str) -> Mode:
         """Switch the approval mode (a ModeChanged event follows); ModeError says why not."""
@@ -334,10 +481,23 @@ class Workspace:
         """`/undo`: the journal's undo_last (JournalError with one line when it refuses); the watcher is
         told of each write first, so the undo is not reported as an outside change. After a step the journal
         could not record, what others changed since (the watcher saw it) is kept, never undone with it."""
+        self._check_checkout()
         watcher = self.watcher
         if watcher is not None and self.journal.has_pending():
             self.journal.others_changed(*watcher.take_since_snapshot())
-        return self.journal.undo_last(observer=watcher)
+        result = self.journal.undo_last(observer=watcher)
+        kept = list(result.kept)
+        # A `!command`'s steps hold only the user's changes (kept by any undo): /undo means the agent's
+        # last change, so it goes on to the step before them.
+        while result.undone.startswith((USER_STEP, BEFORE_STEP)) and len(self.journal.snapshots) > 1:
+            result = self.journal.undo_last(observer=watcher)
+            kept += [p for p in result.kept if p not in kept]
+        return result.model_copy(update={"kept": kept})
+
+    def _check_checkout(self) -> None:
+        held = self.checkout.try_take() if self.checkout is not None else None
+        if held is not None:
+            raise JournalError(held)
 
     def session_diff(self) -> list[tuple[str, str]]:
         """(path, unified diff) for each file the session changed, against the state at start. Runs git:
@@ -368,6 +528,34 @@ class Workspace:
             return None
         return found[0].decode("utf-8", "replace") if found is not None else None
 
+    def read_for_prompt(self, path: str, offset: int | None = None, limit: int | None = None) -> str:
+        """A file an editor attached to a prompt (`@file`, `ribbit acp`): what a Read of it shows the model,
+        cut to the same output budget, and counted as a Read for Write/Edit's rules; `Error: ...` when it
+        cannot be read (outside the repository, missing, binary)."""
+        from agent.core.tools import ToolError
+        from agent.core.tools.read import ReadArgs
+
+        session = self.session
+        try:
+            args = ReadArgs(file_path=path, offset=offset, limit=limit)
+            context = session.tool_context.for_call("prompt", session.output_budget())
+            return session.tools["Read"].run(args, context)
+        except ToolError as exc:
+            return f"Error: {exc}"
+        except (OSError, ValueError) as exc:
+            return f"Error: cannot read {path}: {exc}"
+
+    def fit_for_prompt(self, text: str) -> str:
+        """Text an editor attached (a selection, an unsaved buffer), cut to one tool result's output budget
+        (its head kept, the cut said)."""
+        budget = self.session.output_budget()
+        if budget.tokens is None or budget.fits(text):
+            return text
+        lines = text.splitlines()
+        kept = budget.head(lines, max(1, budget.tokens - 32), min_lines=1)
+        return "\n".join(lines[:kept]) + (
+            f"\n\n(Showing lines 1-{kept} of {len(lines)}; the rest did not fit the budget of {budget.tokens} tokens.)")
+
     def compact(self, focus: str = "") -> CompactionEvent:
         """`/compact [focus]`: the model summarises the conversation, which goes on from the summary."""
         return self.session.compact(focus=focus)
@@ -379,6 +567,8 @@ class Workspace:
             from agent.session.store import SessionError
 
             raise SessionError("this session is not saved, so it has no rewind points")
+        if files:
+            self._check_checkout()
         with self.session.exclusive():  # not while a preload reads the system prompt
             return self.saved.rewind(index, files=files, conversation=conversation)
 
@@ -404,6 +594,8 @@ class Workspace:
         self.runner.close()
         if self.outputs is not None:
             self.outputs.close()
+        if self.checkout is not None:
+            self.checkout.release()
 
 
 def open_workspace(
@@ -420,9 +612,11 @@ def open_workspace(
     reasoning: bool | None = None,
     save: bool = False,
     resume: SavedSession | None = None,
+    listed: bool = True,
 ) -> Workspace:
     """`save`: keep the session on disk as it goes (agent.session.store: the TUI and `ribbit run` do;
-    eval, review and benchmarks do not); `resume`: go on with a saved one (implies save)."""
+    eval, review and benchmarks do not); `resume`: go on with a saved one (implies save); `listed`: the
+    store lists the session for `ribbit undo` (eval lists it only where it keeps the worktree)."""
     root = check_repo(root)
     check_state()
     try:
@@ -447,12 +641,23 @@ def open_workspace(
     read_only = read_only_checkout(root)
     if read_only is not None and mode != "plan":
         raise SetupError(read_only)
-    journal = Journal(root, namespace=journal_namespace) if journal_namespace else Journal(root)
-    swept = journal.sweep_temp_files()
+    # The session's ID is the store's record and the journal's refs: the journal is given it.
+    session_id = resume.session_id if resume is not None else new_session_id()
+    journal = Journal(root, session_id, namespace=journal_namespace or NAMESPACE)
+    if isinstance(base_runner, LocalRunner):
+        journal.limit_store(base_runner.quota)  # the journal's copies of what commands wrote count too
+    checkout = CheckoutLock(journal.top, what=f"{mode} mode")
+    held = checkout.try_take()
+    swept = journal.sweep_temp_files() if held is None else []  # another session's writes in flight are no leftovers
+    if mode == "plan":
+        checkout.release()  # plan mode changes nothing: it shares (and takes the checkout at its first write)
+        held = None
     if resume is not None:
-        journal.adopt(resume.session_id)  # undo goes on where the session left off
+        journal.resume()  # undo goes on where the session left off
     elif read_only is None:
         journal.snapshot("start")
+        if listed and journal_namespace is None:  # a review's worktree journal is not the user's to undo
+            SessionStore(root).note_journaled(session_id)
     journal_notices = journal.take_notices()
     recorder: SessionRecorder | None = None
     if save or resume is not None:
@@ -465,11 +670,16 @@ def open_workspace(
     read_state = ReadState()
     watcher: RepoWatcher | None = None
     notices = [SetupNotice(sandbox_status, live=not runner.sandboxed and not no_sandbox)]
+    if held is not None:
+        notices.append(SetupNotice(held, live=True))
     if swept:
         notices.append(SetupNotice("removed temp files left by an interrupted write: " + ", ".join(swept[:5]), live=True))
     notes = Notes()
 
+    files = FileIndex(root, journal.git)
+
     def on_external(change: ExternalChange) -> None:
+        files.invalidate()
         for rel in change.paths:
             read_state.mark_stale(root / rel)
         notes.add(external_note(change))
@@ -484,9 +694,14 @@ def open_workspace(
     outputs = SavedOutputs()  # cut Bash outputs, for Read to page through (outside the repository)
     session = AgentSession(
         model, root, policy=policy, approver=approver, runner=runner, sink=session_sink, limits=limits,
-        read_state=read_state, write_observer=JournaledWrites(journal, watcher), reasoning=reasoning, outputs=outputs,
+        read_state=read_state, write_observer=JournaledWrites(journal, watcher, lambda line: sink(NoticeEvent(level="warning", text=line))), reasoning=reasoning, outputs=outputs,
         notes=notes, after_step=snapshot_changes(journal, base_runner, watcher, sink),
     )
+    session.approvals.checkout_held = checkout.try_take
+    if isinstance(base_runner, LocalRunner):
+        # A command's writes kept apart (agent.sandbox.overlay) are told to the watcher, which knows them by
+        # content; not to the journal's guard (a command filling .venv must not pin each file into the journal).
+        base_runner.write_observer = watcher
     saved: SessionResume | None = None
     session.before_task = lambda prompt: report.task_started()
     if recorder is not None:
@@ -516,8 +731,15 @@ def open_workspace(
     return Workspace(
         session=session, journal=journal, runner=runner, watcher=watcher, sandbox_status=sandbox_status,
         watch_status=watcher.message if watcher else "", notices=notices, no_sandbox=no_sandbox,
-        outputs=outputs, saved=saved, report=report,
+        outputs=outputs, saved=saved, report=report, files=files, bang_sandbox=settings.bang_sandbox, checkout=checkout,
     )
+
+
+def call_summary(call: ToolCall) -> CallSummary | None:
+    """The transcript's one-line form of a tool call, as its tool declares it (None: no such tool, or
+    every argument as `name=value`)."""
+    kind = tool_class(call.name)
+    return kind.summary(call.arguments) if kind is not None else None
 
 
 def snapshot_changes(
@@ -529,13 +751,16 @@ def snapshot_changes(
     def after_step(step: int, calls: list[ToolCall]) -> None:
         if not journal.snapshots:
             return  # no start point (plan mode in a read-only checkout): nothing may change
-        changed = any(call.name in CHANGING_TOOLS for call in calls)
+        # Steps with a tool that changes files are snapshotted; one that runs commands only where a command
+        # ran with the repository writable (read-only runs cannot change anything).
+        kinds = [tool_class(call.name) for call in calls]
+        changed = any(kind is not None and kind.changes_files for kind in kinds)
         now = writable_runs(runner)
         if now is not None:
             changed |= now != runs[0]
             runs[0] = now
         else:
-            changed |= any(call.name == "Bash" for call in calls)
+            changed |= any(kind is not None and kind.runs_commands for kind in kinds)
         if changed:
             foreign, mixed = watcher.take_since_snapshot() if watcher else (set(), set())
             for line in journal.record_step(f"step {step}", foreign=foreign, mixed=mixed):

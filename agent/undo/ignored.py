@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Container, Iterator
+from collections.abc import Container, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -279,14 +279,15 @@ def iter_folder(top_fd: int, rel: str, max_depth: int = MAX_WALK_DEPTH) -> Itera
     without following links. Only the folders on the current path are open (a folder with 5,000
     subfolders costs no more descriptors than one); WalkError when a folder cannot be read or lies
     deeper than `max_depth` below `rel`."""
-    for folder, entries, trouble in _walk(top_fd, rel, max_depth):
+    for folder, entries, trouble in walk_folders(top_fd, rel, max_depth):
         if trouble is not None:
             raise WalkError(trouble[1])
         yield folder, entries
 
 
-def _walk(top_fd: int, rel: str, max_depth: int) -> Iterator[tuple[str, list[Entry], tuple[str, str] | None]]:
-    """iter_folder's walk; a folder it cannot look into comes as (folder, [], (folder, why))."""
+def walk_folders(top_fd: int, rel: str, max_depth: int = MAX_WALK_DEPTH) -> Generator[tuple[str, list[Entry], tuple[str, str] | None], None, None]:
+    """The one walk of a top-relative folder without links (iter_folder's, undo's): a folder it cannot look
+    into comes as (folder, [], (folder, why))."""
     try:
         fd = open_dir_confined(top_fd, rel)
     except OSError as exc:
@@ -343,7 +344,7 @@ class _Walk:
         changed, since = self.report.changed, self.since_ns
         if st.st_ctime_ns >= since:
             changed.append(rel + "/")
-        for folder, entries, trouble in _walk(self.top_fd, rel, MAX_WALK_DEPTH):
+        for folder, entries, trouble in walk_folders(self.top_fd, rel, MAX_WALK_DEPTH):
             if trouble is not None:
                 self.report.unchecked.append((trouble[0] + "/", trouble[1]))
                 continue

@@ -9,9 +9,12 @@ unstorable paths handled, never failing on a path the agent made): agent/undo/wo
 
 Refs: `refs/ribbit/<session>/<n>` is snapshot n of a session (0 = its start);
 `refs/ribbit/<session>/undone/<n>` keeps a step that /undo took back (so it is never lost);
-`refs/ribbit/<session>/reverted` marks a session that `ribbit undo SESSION` rolled back.
+`refs/ribbit/<session>/reverted` marks a session that `ribbit undo SESSION` rolled back;
+`refs/ribbit/<session>/open` is there while a task runs, and stays when its last step could not be
+recorded (a full disk, a crash): `ribbit undo` then also takes back what differs from the last snapshot.
 
-Undo restores exact bytes and modes. It first compares every file it would touch, on disk and
+Undo restores exact bytes and modes (the plan and the writes: agent/undo/restore.py; the journal reads
+the two states from git and hands them over). It first compares every file it would touch, on disk and
 through no link, with the snapshot it takes back, and refuses (naming the file, restoring
 nothing) if it differs: changed by the user afterwards, hidden by .gitignore and then edited, a
 folder the user put files in, a link planted where a folder was. Writes walk folders one at a
@@ -20,7 +23,6 @@ time with O_NOFOLLOW (agent/fs.py), so nothing is written through a link or into
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -28,14 +30,13 @@ import stat
 import tempfile
 import threading
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from agent.fs import (
-    TEMP_SUFFIX, ApplyError, WriteObserver, atomic_symlink, atomic_write, remove_empty_dir, remove_empty_folders, remove_file,
-)
+from agent.fs import READ_FLAGS, TEMP_SUFFIX, WriteObserver, open_dir_confined, open_regular, remove_file
 from agent.git import (
     GitError,
     GitRepo,
@@ -46,8 +47,9 @@ from agent.git import (
     shown,
 )
 from agent.undo.ignored import OutsideChanges
-from agent.undo.worktree import Blocked, TreeEntry, WorkTreeIndex
-from agent.fs import DIR_FLAGS, READ_FLAGS, open_dir_confined
+from agent.undo import restore
+from agent.undo.restore import DiskState
+from agent.undo.worktree import StoreQuota, TreeEntry, WorkTreeIndex
 from agent.paths import new_session_id, private_git_dir
 
 RIBBIT_IDENTITY = {
@@ -75,6 +77,9 @@ class UndoResult(BaseModel):
     kept: list[str] = []  # changed only by the user during the step: left as the user has them
     # Changed by the undone steps but with no earlier bytes in the journal (path, why): left as they are.
     not_restored: list[tuple[str, str]] = []
+    # Of those put back, the ones changed after the last recorded step (by a step the journal could not record,
+    # or by someone since: the two cannot be told apart in a later process).
+    unrecorded_step: list[str] = []
 
     def summary(self) -> str:
         parts = [f"undid session {self.session_id}" if self.undone == "session" else f"undid {self.undone} of session {self.session_id}"]
@@ -84,6 +89,9 @@ class UndoResult(BaseModel):
             parts.append("removed " + ", ".join(map(shown, self.deleted)))
         if self.kept:
             parts.append("kept your changes to " + ", ".join(map(shown, self.kept)))
+        if self.unrecorded_step:
+            parts.append("changed after the last recorded step (an unrecorded step's, or yours since), taken back too: "
+                         + ", ".join(map(shown, self.unrecorded_step)))
         if self.not_restored:
             parts.append("NOT restored: " + ", ".join(f"{shown(p)} ({why})" for p, why in self.not_restored))
         if not self.restored and not self.deleted and not self.not_restored:
@@ -91,16 +99,17 @@ class UndoResult(BaseModel):
         return "; ".join(parts)
 
 
-class SessionInfo(BaseModel):
+class SessionSnapshots(BaseModel):
+    """What the journal holds of one session (the session store lists the sessions: agent.session.store)."""
+
     session_id: str
     started: float  # unix time of the start snapshot
     steps: int  # snapshots after the start (steps that changed files)
     files: list[str]  # paths that differ between the session's start and its last snapshot
     reverted: bool
-
-
-# What is on disk at a path: a tree entry, nothing, a folder, something else, or no way there.
-DiskState = TreeEntry | None | Blocked | str  # str: "folder" | "special"
+    # A task of the session ended without its last step recorded (a full disk, a crash): undo also takes back
+    # what differs from the last snapshot now.
+    cut_short: bool = False
 
 
 def journal_kind(root: Path) -> str:
@@ -195,6 +204,8 @@ class Journal:
                 }
                 if unrecorded:
                     meta["unrecorded"] = unrecorded
+                if index.uncopied:  # of those, the files the patch reads from disk
+                    meta["uncopied"] = sorted(self._display(p) for p in index.uncopied)
                 if modes:
                     meta["modes"] = modes
                 parent = ["-p", self.snapshots[-1]] if self.snapshots else []
@@ -246,9 +257,71 @@ class Journal:
             )
         return self.take_notices()
 
+    def record_user_step(self, label: str, foreign: Iterable[str] = ()) -> list[str]:
+        """Snapshot after the user's own command (`!command`): every path changed since the last snapshot is
+        the user's (foreign), so undo never takes it back. Never raises; notices for the user."""
+        with self._lock:
+            changed: list[str] = []
+            if self.snapshots:
+                try:
+                    changed = [self._display(p) for p in self._changed(self.snapshots[-1], self.tree_now())]
+                except (*GIT_ERRORS, JournalError):
+                    changed = []  # the snapshot below says why, if it fails too
+            return self.record_step(label, foreign=[*foreign, *changed])
+
+    def agent_paths(self) -> set[str]:
+        """Root-relative paths the agent's recorded steps changed, someone else's changes left out, read from
+        the snapshots themselves: a resumed session's earlier steps count too (one git diff a step)."""
+        with self._lock:
+            found = set(self.agent_changed)
+            for before, after in zip(self.snapshots, self.snapshots[1:]):
+                meta = self._meta(after)
+                others = set(meta.get("foreign", [])) - set(meta.get("mixed", []))
+                try:
+                    changed = [self._display(p) for p in self._changed(before, after)]
+                except GIT_ERRORS:
+                    continue
+                found |= {p for p in changed if p not in others}
+            return found
+
     def has_pending(self) -> bool:
         """Whether the last step could not be recorded (see record_step)."""
         return self._pending is not None
+
+    def limit_store(self, quota: StoreQuota) -> None:
+        """What a step's snapshot copies counts against the session's write quota; past what is left, the
+        journal copies no more (the quota is then reached and the session's commands stopped)."""
+        self._worktree.quota = quota
+
+    def keep_every_file(self) -> None:
+        """Copy every file a step makes, whatever its size (review's throwaway worktree: what is reviewed
+        comes from the snapshot, never from the disk again)."""
+        self._worktree.copy_everything = True
+
+    def task_began(self) -> None:
+        """Mark the session open while a task runs (`refs/ribbit/<session>/open`), written now, while there is
+        room: if a step then fills the disk (or ribbit dies) the mark stays, and `ribbit undo` in another
+        process knows the last step may not be recorded. Never raises (a notice when it cannot be written)."""
+        with self._lock:
+            if not self.snapshots:
+                return
+            try:
+                self._objects.run("update-ref", self._open_ref(self.session_id), self.snapshots[-1])
+            except GIT_ERRORS as exc:
+                self._notices.append(f"journal: could not mark the session open ({_one_line(exc)})")
+
+    def task_ended(self) -> None:
+        """The task is over: the open mark goes, unless its last step is still unrecorded. Never raises."""
+        with self._lock:
+            if self._pending is not None or not self.snapshots:
+                return
+            try:
+                self._objects.run("update-ref", "-d", self._open_ref(self.session_id))
+            except GIT_ERRORS:
+                pass  # the mark stays: undo also compares with the disk, which shows what was recorded
+
+    def _open_ref(self, session_id: str) -> str:
+        return f"{self.namespace}/{session_id}/open"
 
     def others_changed(self, foreign: Iterable[str], mixed: Iterable[str]) -> bool:
         """Changes someone else made since a step the journal could not record (a full disk): they join that
@@ -273,7 +346,7 @@ class Journal:
             if rel in index._known or rel in index.ignored.pinned:
                 return
             index.ignored.pin(rel)
-            found = self._disk_state(rel)
+            found = restore.disk_state(self.top, rel, self.object_format)
             if not self.snapshots or not isinstance(found, TreeEntry):
                 return  # nothing there yet: undo removes what the write makes
             tip = self.snapshots[-1]
@@ -291,7 +364,7 @@ class Journal:
             self.snapshots[-1] = commit
 
     def _hash_into_store(self, rel: str) -> None:
-        """Write a file's exact bytes to the object store (its id is what `_disk_state` computed)."""
+        """Write a file's exact bytes to the object store (its id is what `restore.disk_state` computed)."""
         parent, _, name = rel.rpartition("/")
         dir_fd = open_dir_confined(self.top, parent) if parent else os.open(self.top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
@@ -380,13 +453,72 @@ class Journal:
         if not self.snapshots:
             return ""
         current = self.snapshot("end")
-        ignored = self.ignored_paths()
-        if not ignored:
-            return self.diff(self.snapshots[start], current)
-        paths = [p for p in self.changed_between(self.snapshots[start], current) if p not in ignored]
-        return "".join(self.diff(self.snapshots[start], current, paths[i:i + PATCH_PATHS]) for i in range(0, len(paths), PATCH_PATHS))
+        with self._with_uncopied(current) as (end, env):
+            ignored = self.ignored_paths()
+            if not ignored:
+                return self.diff(self.snapshots[start], end, env=env)
+            try:
+                paths = [self._display(p) for p in self._changed(self.snapshots[start], end, env=env) if self._display(p) not in ignored]
+            except GIT_ERRORS as exc:
+                raise JournalError(f"cannot read the journal: {_one_line(exc)}") from None
+            return "".join(
+                self.diff(self.snapshots[start], end, paths[i:i + PATCH_PATHS], env=env) for i in range(0, len(paths), PATCH_PATHS)
+            )
 
-    def diff(self, a: str, b: str, paths: Iterable[str] | None = None) -> str:
+    @contextmanager
+    def _with_uncopied(self, commit: str) -> Iterator[tuple[str, dict[str, str]]]:
+        """`commit`'s tree with the files its scan did not copy (uncopied) read from disk now, in a temporary
+        object store that is gone afterwards (the journal does not grow): (tree, the env that reads it)."""
+        rels = sorted(self._worktree.uncopied)
+        if not rels:
+            yield commit, {}
+            return
+        scratch = Path(tempfile.mkdtemp(prefix="patch-", dir=self._index_dir))
+        try:
+            try:
+                objects = Path(self._objects.text("rev-parse", "--git-path", "objects").strip())
+                env = {
+                    "GIT_OBJECT_DIRECTORY": str(scratch / "objects"),
+                    "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(objects if objects.is_absolute() else self._objects.work_tree / objects),
+                }
+                (scratch / "objects").mkdir()
+                index_env = {**env, "GIT_INDEX_FILE": str(scratch / "index")}
+                records = []
+                for rel in rels:
+                    entry = self._hash_from_disk(rel, env)
+                    if entry is not None:
+                        records.append(f"{entry.mode} {entry.sha}\t".encode() + os.fsencode(rel) + b"\0")
+                self._objects.run("read-tree", commit, env=index_env)
+                if records:
+                    self._objects.run("update-index", "-z", "--index-info", input=b"".join(records), env=index_env)
+                tree = self._objects.text("write-tree", env=index_env).strip()
+            except GIT_ERRORS as exc:
+                raise JournalError(f"cannot compute the session's patch: {_one_line(exc)}") from None
+            yield tree, env
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _hash_from_disk(self, rel: str, env: dict[str, str]) -> TreeEntry | None:
+        """A top-relative file's exact bytes into the object store `env` names, reached without links; None
+        when it is no longer a regular file there."""
+        parent, _, name = rel.rpartition("/")
+        try:
+            dir_fd = open_dir_confined(self.top, parent) if parent else os.open(self.top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                fd, info = open_regular(name, dir_fd=dir_fd)
+            finally:
+                os.close(dir_fd)
+        except OSError:
+            return None
+        try:
+            sha = self._objects.text(
+                "hash-object", "-w", "--no-filters", "--stdin-paths", input=f"/dev/fd/{fd}\n".encode(), pass_fds=[fd], env=env,
+            ).strip()
+        finally:
+            os.close(fd)
+        return TreeEntry("100755" if info.st_mode & stat.S_IXUSR else "100644", sha)
+
+    def diff(self, a: str, b: str, paths: Iterable[str] | None = None, *, env: dict[str, str] | None = None) -> str:
         """`git diff --binary` between two journal commits, paths relative to the folder ribbit runs in.
 
         Text keeps undecodable bytes as surrogates (os.fsdecode), so it encodes back exactly."""
@@ -396,7 +528,7 @@ class Journal:
         try:
             out = self._objects.text(
                 "-c", "core.quotePath=off", "diff", "--binary", "--no-color", "--no-ext-diff", "--no-textconv",
-                "--no-renames", a, b, "--", *limit, env={"GIT_LITERAL_PATHSPECS": "1"},
+                "--no-renames", a, b, "--", *limit, env={"GIT_LITERAL_PATHSPECS": "1", **(env or {})},
             )
         except GIT_ERRORS as exc:
             raise JournalError(f"cannot compute the session's patch: {_one_line(exc)}") from None
@@ -415,11 +547,19 @@ class Journal:
             raise JournalError(f"cannot read {shown(rel)} from the journal: {_one_line(exc)}") from None
 
     def changed_between(self, a: str, b: str) -> list[str]:
-        """Root-relative paths that differ between two journal commits."""
+        """Root-relative paths that differ between two journal commits, the files `b` did not copy (a step
+        made them) included unless `a` held them as they are."""
         try:
-            return [self._display(p) for p in self._changed(a, b)]
+            changed = set(self._changed(a, b)) | self._uncopied_since(a, b)
         except GIT_ERRORS as exc:
             raise JournalError(f"cannot read the journal: {_one_line(exc)}") from None
+        return [self._display(p) for p in sorted(changed)]
+
+    def _uncopied_since(self, a: str, b: str) -> set[str]:
+        """Top-relative files commit `b` did not copy whose (size, mtime) `a` did not hold already."""
+        before = self._unrecorded(a)
+        after = self._unrecorded(b)
+        return {p for p in (self._from_root(q) for q in self._meta(b).get("uncopied", [])) if after.get(p) != before.get(p)}
 
     def changed_since_start(self) -> list[str]:
         """Root-relative paths that differ between the session's start and the working tree now."""
@@ -427,13 +567,14 @@ class Journal:
             return []
         try:
             now = self.tree_now()
-            return [self._display(p) for p in self._changed(self.snapshots[0], now)]
+            changed = set(self._changed(self.snapshots[0], now)) | {p for p in self._worktree.uncopied if self._in_scope(p)}
+            return [self._display(p) for p in sorted(changed)]
         except GIT_ERRORS as exc:
             raise JournalError(f"cannot read the journal: {_one_line(exc)}") from None
 
     def disk_state(self, rel: str) -> DiskState:
         """What is on disk at a root-relative path, reached without following links."""
-        return self._disk_state(self._from_root(rel))
+        return restore.disk_state(self.top, self._from_root(rel), self.object_format)
 
     def sweep_temp_files(self) -> list[str]:
         """Remove `*.ribbit-tmp` files a killed ribbit left behind; returns their paths."""
@@ -514,16 +655,23 @@ class Journal:
             raise JournalError(f"cannot read the files to undo {label}: {_one_line(exc)}") from None
         others = {self._from_root(p) for p in foreign}
         # Files too large to hash keep their earlier entry in `now`: the scan's own list names them.
-        unrecorded, lost, not_restored = self._too_large(target, dict(self._worktree.unrecorded), before, others)
+        place = self._place()
+        unrecorded, lost, not_restored = restore.too_large(
+            place, self._unrecorded(target), dict(self._worktree.unrecorded), before, others,
+            uncopied=self._uncopied(target),
+        )
         paths = sorted(
             p for p in set(before) | set(now) | set(unrecorded)
             if self._in_scope(p) and (before.get(p) != now.get(p) or p in unrecorded) and p not in others and p not in lost
         )
-        plan = _UndoPlan(self, before, now, paths, observer, expected=unrecorded)
+        plan = restore.UndoPlan(place, before, now, paths, observer, expected=unrecorded)
         problem = plan.check({self._from_root(p) for p in mixed})
         if problem:
             raise JournalError(f"cannot undo: {problem}; nothing was restored")
-        restored, deleted = plan.run()
+        try:
+            restored, deleted = plan.run()
+        except restore.RestoreError as exc:
+            raise JournalError(str(exc)) from None
         self._pending = None
         return UndoResult(
             session_id=self.session_id, undone=label,
@@ -551,17 +699,17 @@ class Journal:
             del self.snapshots[index + 1 :]
             return result
 
-    def adopt(self, session_id: str) -> None:
-        """Go on with an earlier session's journal (`ribbit --continue`): its snapshots, then one of the
-        files as they are now, where what changed while ribbit was closed counts as someone else's
-        (undo keeps it)."""
+    def resume(self) -> None:
+        """Go on with this session's earlier snapshots (`ribbit --continue`; the journal was given its id),
+        then one of the files as they are now, where what changed while ribbit was closed counts as someone
+        else's (undo keeps it)."""
+        session_id = self.session_id
         snapshots = self.session_snapshots(session_id)
         if not snapshots:
             raise JournalError(f"session {shown(session_id)} has no journal here")
         if self._ref_exists(f"{self.namespace}/{session_id}/reverted"):
             raise JournalError(f"session {session_id} was undone with `ribbit undo`; start a new one")
         with self._lock:
-            self.session_id = session_id
             self.snapshots = snapshots
             try:
                 changed = [self._display(p) for p in self._changed(snapshots[-1], self.tree_now())]
@@ -576,45 +724,107 @@ class Journal:
         """`ribbit undo SESSION`: every file the session changed goes back to its start state."""
         snapshots = self.session_snapshots(session_id)
         if not snapshots:
-            known = ", ".join(s.session_id for s in self.sessions()[-3:]) or "none"
-            raise JournalError(f"no ribbit session {shown(session_id)!r} in {self.kind} (recent: {known})")
+            raise JournalError(f"no ribbit session {shown(session_id)!r} in {self.kind}")
         if self._ref_exists(f"{self.namespace}/{session_id}/reverted"):
             raise JournalError(f"session {session_id} was already undone")
-        if len(snapshots) < 2:
+        cut_short = self._ref_exists(self._open_ref(session_id)) and session_id != self._live_session()
+        if len(snapshots) < 2 and not cut_short:
             raise JournalError(f"nothing to undo: session {session_id} changed no files")
         scope = self._meta(snapshots[0]).get("scope", ".")
         if scope != self.scope:
             raise JournalError(f"session {session_id} ran in {self.top / scope}; run ribbit undo there")
-        result = self._restore(snapshots[0], snapshots[-1], snapshots[1:], undone="session", session_id=session_id)
+        if cut_short:
+            result = self._undo_cut_short(session_id, snapshots)
+        else:
+            result = self._restore(snapshots[0], snapshots[-1], snapshots[1:], undone="session", session_id=session_id)
         try:
             self._objects.run("update-ref", f"{self.namespace}/{session_id}/reverted", snapshots[-1])
+            if cut_short:
+                self._objects.run("update-ref", "-d", self._open_ref(session_id))
         except GIT_ERRORS as exc:
             raise JournalError(f"files restored, but the journal could not be updated: {_one_line(exc)}") from None
         return result
 
-    # -- listing --------------------------------------------------------------------------------
+    def _live_session(self) -> str | None:
+        """This journal's own session when it has one running (its open mark is its own, not a cut-short one)."""
+        return self.session_id if self.snapshots else None
+
+    def _undo_cut_short(self, session_id: str, snapshots: list[str]) -> UndoResult:
+        """`ribbit undo` of a session whose last task ended with a step unrecorded (its open mark stayed):
+        what the recorded steps changed and whatever differs from the last snapshot now go back to the
+        session's start. The disk's state is computed without writing to the journal (it may still be
+        full). Someone else's changes the recorded steps saw are kept; a change made after the last
+        recorded step cannot be told from the unrecorded step's, and is taken back with it (named)."""
+        target, latest = snapshots[0], snapshots[-1]
+        foreign: set[str] = set()
+        mixed: set[str] = set()
+        try:
+            before, recorded = self._entries(target), self._entries(latest)
+            changed = set(self._changed(target, latest)) if len(snapshots) > 1 else set()
+            for commit in snapshots[1:]:
+                meta = self._meta(commit)
+                foreign |= {self._from_root(p) for p in meta.get("foreign", [])}
+                mixed |= {self._from_root(p) for p in meta.get("mixed", [])}
+            self._worktree.assume_recorded(recorded)  # what the session recorded is looked at, ignored files too
+            now = self._worktree.state_now()
+        except GIT_ERRORS as exc:
+            raise JournalError(f"cannot read the files to undo session {session_id}: {_one_line(exc)}") from None
+        place = self._place()
+        unrecorded, lost, not_restored = restore.too_large(
+            place, self._unrecorded(target), dict(self._worktree.unrecorded), before, foreign,
+            uncopied=self._uncopied(target),
+        )
+        since = {p for p in set(recorded) | set(now) if recorded.get(p) != now.get(p)}
+        paths = sorted(
+            p for p in changed | since | set(unrecorded) if self._in_scope(p) and p not in foreign and p not in lost
+        )
+        plan = restore.UndoPlan(place, before, now, paths, expected=unrecorded)
+        problem = plan.check(mixed)
+        if problem:
+            raise JournalError(f"cannot undo: {problem}; nothing was restored")
+        try:
+            restored, deleted = plan.run()
+        except restore.RestoreError as exc:
+            raise JournalError(str(exc)) from None
+        after_last = sorted(self._display(p) for p in since if p in set(restored) | set(deleted))
+        return UndoResult(
+            session_id=session_id, undone="session",
+            restored=[self._display(p) for p in restored], deleted=[self._display(p) for p in deleted],
+            kept=sorted(self._display(p) for p in changed if p in foreign), not_restored=not_restored,
+            unrecorded_step=after_last,
+        )
+
+    # -- one session's snapshots ----------------------------------------------------------------
 
     def session_snapshots(self, session_id: str) -> list[str]:
-        steps = self._refs().get(session_id, {})
+        steps = self._refs(session_id).get(session_id, {})
         return [steps[n] for n in sorted(steps)]
 
-    def sessions(self) -> list[SessionInfo]:
-        """Every session journaled in this repository, oldest first."""
-        infos = []
-        reverted = self._reverted()
-        for sid, steps in self._refs().items():
+    def snapshots_of(self, session_ids: Iterable[str]) -> list[SessionSnapshots]:
+        """What this journal holds of these sessions (the store lists them; one it holds nothing of, or
+        cannot read, is left out)."""
+        wanted = set(session_ids)
+        try:
+            refs = {sid: steps for sid, steps in self._refs().items() if sid in wanted}
+            reverted = self._reverted() if refs else set()
+            still_open = self._marked("open") if refs else set()
+        except GIT_ERRORS:
+            return []
+        held = []
+        for sid, steps in refs.items():
             ordered = [steps[n] for n in sorted(steps)]
             try:
                 started = self._commit_time(ordered[0])
                 files = self._changed(ordered[0], ordered[-1]) if len(ordered) > 1 else []
+                files = sorted(set(files) | self._uncopied(ordered[-1]))
             except GIT_ERRORS:
                 continue
-            infos.append(SessionInfo(
+            held.append(SessionSnapshots(
                 session_id=sid, started=started, steps=len(ordered) - 1,
                 files=[self._display(p) for p in files], reverted=sid in reverted,
+                cut_short=sid in still_open and sid not in reverted and sid != self._live_session(),
             ))
-        infos.sort(key=lambda s: (s.started, s.session_id))
-        return infos
+        return held
 
 
     def _restore(
@@ -632,58 +842,29 @@ class Journal:
             meta = self._meta(commit)
             foreign |= {self._from_root(p) for p in meta.get("foreign", [])}
             mixed |= {self._from_root(p) for p in meta.get("mixed", [])}
-        # Files too large to record: the latest snapshot says what the disk must still show (an older step's
-        # entry is superseded by what the latest holds); put back from the target where it has them,
-        # removed where they did not exist then.
-        unrecorded, lost, not_restored = self._too_large(target, self._unrecorded(latest), before, foreign)
-        paths = [p for p in paths if p not in lost]
-        candidates = sorted(set(paths) | set(unrecorded))
-        environments = _new_environments(before, after)
-        if environments:
-            # `mv .venv venv2`: the environment's old name was never journaled (environments are left
-            # outside), so undo cannot bring it back; removing venv2 would leave the user with none.
-            inside = {p for p in candidates if p not in before and any(p.startswith(e + "/") for e in environments)}
-            candidates = [p for p in candidates if p not in inside]
-            for p in inside:
-                unrecorded.pop(p, None)
-            not_restored += [(self._display(e) + "/", "a Python environment this step made (perhaps moved from a name "
-                              "undo does not hold): left in place, remove it yourself if unwanted") for e in environments]
-        plan = _UndoPlan(self, before, after, [p for p in candidates if p not in foreign], observer, expected=unrecorded)
-        problem = plan.check(mixed)
-        if problem:
-            raise JournalError(f"cannot undo: {problem}; nothing was restored")
-        restored, deleted = plan.run()
-        kept = [self._display(p) for p in paths if p in foreign]
+        try:
+            done = restore.restore(
+                self._place(), before, after, paths, unrecorded_target=self._unrecorded(target),
+                unrecorded_latest=self._unrecorded(latest), foreign=foreign, mixed=mixed, observer=observer,
+                uncopied_target=self._uncopied(target),
+            )
+        except restore.RestoreError as exc:
+            raise JournalError(str(exc)) from None
         return UndoResult(
-            session_id=session_id or self.session_id, undone=undone,
-            restored=[self._display(p) for p in restored], deleted=[self._display(p) for p in deleted], kept=kept,
-            not_restored=not_restored,
+            session_id=session_id or self.session_id, undone=undone, restored=done.restored, deleted=done.deleted,
+            kept=done.kept, not_restored=done.not_restored,
         )
 
-    def _too_large(
-        self, target: str, now: dict[str, tuple[int, int]], before: dict[str, TreeEntry], foreign: set[str],
-    ) -> tuple[dict[str, tuple[int, int]], list[str], list[tuple[str, str]]]:
-        """For an undo back to `target`, given the files too large to record as the undone state has them
-        (`now`: path -> (size, mtime_ns), what the disk must still show): those undo puts back or removes,
-        those it cannot put back (too large already at the target and changed or gone since), and what
-        the user is told of them."""
-        unrecorded = dict(now)
-        lost: list[str] = []
-        for p, then in self._unrecorded(target).items():
-            if p in foreign or not self._in_scope(p):
-                continue
-            if unrecorded.get(p) != then:
-                lost.append(p)
-            unrecorded.pop(p, None)
-        not_restored = [(self._display(p), "too large to record; no earlier copy in the journal") for p in sorted(lost)]
-        if lost:
-            # Its bytes may be in a file the step made (`mv data.csv x.csv`): such a file is left, not removed.
-            for p in sorted(q for q in unrecorded if q not in before):
-                del unrecorded[p]
-                not_restored.append((self._display(p), "too large to record; left in place: it may hold what was lost"))
-        for p in [q for q in unrecorded if q in foreign or not self._in_scope(q)]:
-            del unrecorded[p]
-        return unrecorded, lost, not_restored
+    def _place(self) -> restore.Place:
+        """What the restore needs of this journal."""
+        return restore.Place(
+            top=self.top, root=self.root, object_format=self.object_format, display=self._display,
+            in_scope=self._in_scope, read_blob=self._blob,
+        )
+
+    def _uncopied(self, commit: str) -> set[str]:
+        """The top-relative files a snapshot chose not to copy (a step made them; past the write quota)."""
+        return {self._from_root(p) for p in self._meta(commit).get("uncopied", [])}
 
     def _unrecorded(self, commit: str) -> dict[str, tuple[int, int]]:
         """The top-relative files a snapshot could not record, with (size, mtime_ns) as they were."""
@@ -693,116 +874,16 @@ class Journal:
                 found[self._from_root(p)] = (int(st[0]), int(st[1]))
         return found
 
-    def _disk_state(self, rel: str) -> DiskState:
-        """What is on disk at a top-relative path, reached one folder at a time without links."""
-        parts = rel.split("/")
-        try:
-            fd = os.open(self.top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError:
-            return Blocked(".", "unreadable")
-        try:
-            for i, part in enumerate(parts[:-1]):
-                try:
-                    next_fd = os.open(part, DIR_FLAGS, dir_fd=fd)
-                except FileNotFoundError:
-                    return None
-                except OSError as exc:
-                    return Blocked("/".join(parts[: i + 1]), _blocking_kind(fd, part, exc))
-                os.close(fd)
-                fd = next_fd
-            name = parts[-1]
-            try:
-                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except FileNotFoundError:
-                return None
-            except OSError:
-                return Blocked(rel, "unreadable")
-            if stat.S_ISLNK(st.st_mode):
-                return TreeEntry("120000", self.blob_id(os.readlink(os.fsencode(name), dir_fd=fd)))
-            if stat.S_ISDIR(st.st_mode):
-                return "folder"
-            if not stat.S_ISREG(st.st_mode):
-                return "special"
-            try:
-                handle = os.open(name, READ_FLAGS, dir_fd=fd)
-            except OSError:
-                return Blocked(rel, "unreadable")
-            try:
-                fst = os.fstat(handle)
-                if not stat.S_ISREG(fst.st_mode):
-                    return "special"
-                return TreeEntry("100755" if fst.st_mode & stat.S_IXUSR else "100644", self._object_id_of_fd(handle, fst.st_size))
-            finally:
-                os.close(handle)
-        finally:
-            os.close(fd)
-
-    def _stat_is(self, rel: str, expected: tuple[int, int]) -> bool:
-        """Whether a top-relative path is a regular file with this (size, mtime_ns), reached without links."""
-        parent, _, name = rel.rpartition("/")
-        try:
-            fd = open_dir_confined(self.top, parent) if parent else os.open(self.top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError:
-            return False
-        try:
-            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        except OSError:
-            return False
-        finally:
-            os.close(fd)
-        return stat.S_ISREG(st.st_mode) and (st.st_size, st.st_mtime_ns) == expected
-
-    def _files_under(self, rel: str) -> list[str] | Blocked:
-        """Every non-folder entry under a top-relative folder, found without following links."""
-        found: list[str] = []
-        try:
-            fd = open_dir_confined(self.top, rel)
-        except OSError:
-            return Blocked(rel, "unreadable")
-        stack = [(rel, fd)]
-        try:
-            while stack:
-                folder, dir_fd = stack.pop()
-                try:
-                    entries = list(os.scandir(dir_fd))
-                    for entry in entries:
-                        path = f"{folder}/{entry.name}"
-                        if entry.is_dir(follow_symlinks=False):
-                            stack.append((path, os.open(entry.name, DIR_FLAGS, dir_fd=dir_fd)))
-                        else:
-                            found.append(path)
-                except OSError:
-                    return Blocked(folder, "unreadable")
-                finally:
-                    os.close(dir_fd)
-        finally:
-            for _folder, dir_fd in stack:
-                os.close(dir_fd)
-        return found
-
     def blob_id(self, data: bytes) -> str:
         """The object id git gives a blob holding `data` (sha1 or sha256, as the repository uses)."""
-        digest = hashlib.new(self.object_format)
-        digest.update(b"blob %d\0" % len(data))
-        digest.update(data)
-        return digest.hexdigest()
-
-    def _object_id_of_fd(self, fd: int, size: int) -> str:
-        """Streamed, so a huge file costs no memory; a file still growing gets an id nothing matches."""
-        digest = hashlib.new(self.object_format)
-        digest.update(b"blob %d\0" % size)
-        total = 0
-        while total <= size and (chunk := os.read(fd, 1 << 20)):
-            digest.update(chunk)
-            total += len(chunk)
-        return digest.hexdigest() if total == size else "changing"
+        return restore.blob_id(data, self.object_format)
 
     # -- git plumbing ---------------------------------------------------------------------------
 
-    def _changed(self, a: str, b: str) -> list[str]:
+    def _changed(self, a: str, b: str, *, env: dict[str, str] | None = None) -> list[str]:
         out = self._objects.out(
             "diff", "--name-only", "--no-renames", "--no-ext-diff", "--no-textconv", "-z", a, b, "--", self.scope,
-            env={"GIT_LITERAL_PATHSPECS": "1"},
+            env={"GIT_LITERAL_PATHSPECS": "1", **(env or {})},
         )
         return [os.fsdecode(p) for p in out.split(b"\0") if p]
 
@@ -860,8 +941,10 @@ class Journal:
                     return {}
         return {}
 
-    def _refs(self) -> dict[str, dict[int, str]]:
-        out = self._objects.text("for-each-ref", "--format=%(refname) %(objectname)", self.namespace + "/")
+    def _refs(self, session_id: str = "") -> dict[str, dict[int, str]]:
+        """Snapshot refs by session (one session's, given its id)."""
+        where = f"{self.namespace}/{session_id}/" if session_id else self.namespace + "/"
+        out = self._objects.text("for-each-ref", "--format=%(refname) %(objectname)", where)
         sessions: dict[str, dict[int, str]] = {}
         for line in out.splitlines():
             name, _, sha = line.partition(" ")
@@ -871,10 +954,15 @@ class Journal:
         return sessions
 
     def _reverted(self) -> set[str]:
+        """The sessions `ribbit undo SESSION` rolled back."""
+        return self._marked("reverted")
+
+    def _marked(self, mark: str) -> set[str]:
+        """The sessions with `refs/ribbit/<session>/<mark>` (reverted; open: a task cut short)."""
         out = self._objects.text("for-each-ref", "--format=%(refname)", self.namespace + "/")
         return {
             line[len(self.namespace) + 1:].split("/")[0]
-            for line in out.splitlines() if line.endswith("/reverted")
+            for line in out.splitlines() if line.endswith("/" + mark)
         }
 
     def _ref_exists(self, ref: str) -> bool:
@@ -915,143 +1003,5 @@ def open_journals(root: Path) -> list[Journal]:
     return journals
 
 
-def _new_environments(before: dict[str, TreeEntry], after: dict[str, TreeEntry]) -> list[str]:
-    """Folders that appeared whole between two snapshots as a Python virtualenv (pyvenv.cfg and an
-    activate script). A folder that held anything before is not one: planting a pyvenv.cfg in the
-    user's folder must not keep undo from putting it back."""
-    found = [p.rpartition("/")[0] for p in after if p.endswith("/pyvenv.cfg") and p not in before]
-    found = [e for e in found if f"{e}/bin/activate" in after or f"{e}/Scripts/activate" in after]
-    return sorted(e for e in found if not any(p.startswith(e + "/") for p in before))
-
-
-class _UndoPlan:
-    """Checks every path an undo touches against the disk first, then carries it out."""
-
-    def __init__(
-        self, journal: Journal, before: dict[str, TreeEntry], after: dict[str, TreeEntry], paths: list[str],
-        observer: WriteObserver | None = None, expected: dict[str, tuple[int, int]] | None = None,
-    ) -> None:
-        self.journal = journal
-        self.observer = observer
-        # Paths a step could not record: the disk must still show them with this (size, mtime_ns).
-        self.expected = expected or {}
-        self.before = before  # the state undo goes back to
-        self.after = after  # the state undo takes back (what the disk must still show)
-        self.paths = [p for p in paths if before.get(p, _NO_ENTRY).mode != "160000" and after.get(p, _NO_ENTRY).mode != "160000"]
-        self.removals: list[str] = []  # files and links the agent made, to delete
-        self.folders: list[str] = []  # folders in the way of a file to put back (emptied first)
-        self.writes: list[tuple[str, TreeEntry]] = []
-
-    def check(self, mixed: set[str]) -> str | None:
-        """The first reason the undo would lose someone's work (None: safe to go ahead)."""
-        display = self.journal._display
-        conflicts = sorted(p for p in self.paths if p in mixed)
-        states = {
-            rel: (_AS_LEFT if self.journal._stat_is(rel, self.expected[rel]) else "changed")
-            if rel in self.expected else self.journal._disk_state(rel)
-            for rel in self.paths
-        }
-        for rel, now in states.items():
-            if rel in self.expected:
-                if now is not _AS_LEFT:
-                    conflicts.append(rel)
-                continue
-            had = self.after.get(rel)
-            if isinstance(now, Blocked):
-                now = None  # nothing of ours is at that path: through a link it is not in the tree
-            if now != had and not (now == "folder" and had is None):
-                conflicts.append(rel)
-        if conflicts:
-            conflicts = sorted(set(conflicts))
-            names = ", ".join(shown(display(p)) for p in conflicts[:5]) + (" ..." if len(conflicts) > 5 else "")
-            return f"{names} changed after the agent's change (by you or another program)"
-        removable = {rel for rel in self.paths if rel not in self.before and states[rel] not in (None, "folder") and not isinstance(states[rel], Blocked)}
-        for rel in sorted(self.paths):
-            want, now = self.before.get(rel), states[rel]
-            if want is None:
-                if rel in removable:
-                    self.removals.append(rel)
-                continue
-            if isinstance(now, Blocked):
-                if now.at not in removable:
-                    return f"{shown(display(now.at))} is {now.kind} now, where undo must put back {shown(display(rel))}"
-            elif now == "folder":
-                inside = self.journal._files_under(rel)
-                if isinstance(inside, Blocked):
-                    return f"cannot read {shown(display(inside.at))}, where undo must put back {shown(display(rel))}"
-                strays = [p for p in inside if p not in removable]
-                if strays:
-                    return (
-                        f"{shown(display(strays[0]))} is not the agent's (undo would have to remove the folder "
-                        f"{shown(display(rel))} to put that file back)"
-                    )
-                self.folders.append(rel)
-            self.writes.append((rel, want))
-        return None
-
-    def run(self) -> tuple[list[str], list[str]]:
-        """Delete what the agent made, clear folders in the way, write the earlier files back."""
-        top = self.journal.top
-        restored: list[str] = []
-        deleted: list[str] = []
-        current = ""
-        try:
-            for rel in self.removals:
-                current = rel
-                remove_file(top / rel, self.observer)
-                deleted.append(rel)
-            for rel in sorted(self.folders, key=lambda p: -p.count("/")):
-                current = rel
-                _remove_empty_tree(top / rel)
-            for rel in deleted:
-                self._prune(top / rel)
-            for rel, entry in self.writes:
-                current = rel
-                data = self.journal._blob(entry.sha)
-                if entry.mode == "120000":
-                    atomic_symlink(top / rel, os.fsdecode(data))
-                else:
-                    atomic_write(top / rel, data, allow_binary=True, executable=entry.mode == "100755", observer=self.observer)
-                restored.append(rel)
-        except (OSError, GitError) as exc:
-            what = exc.strerror if isinstance(exc, OSError) and not isinstance(exc, ApplyError) and exc.strerror else str(exc)
-            done = f" (already restored: {', '.join(shown(self.journal._display(p)) for p in restored + deleted)})" if restored or deleted else ""
-            raise JournalError(f"cannot restore {shown(self.journal._display(current))}: {_one_line_text(what)}{done}") from None
-        return restored, deleted
-
-    def _prune(self, path: Path) -> None:
-        remove_empty_folders(path.parent, self.journal.root)
-
-
-_NO_ENTRY = TreeEntry("", "")
-_AS_LEFT = TreeEntry("as the step left it", "")  # an unrecorded file the disk still shows unchanged
-
-
-def _remove_empty_tree(path: Path) -> None:
-    """Remove a folder whose only content is empty folders (its files are already gone)."""
-    for folder, dirs, files in os.walk(path, topdown=False, followlinks=False):
-        if files:
-            raise ApplyError(f"refusing to remove {folder}: it is not empty")
-        for name in dirs:
-            if not remove_empty_dir(Path(folder) / name):
-                raise ApplyError(f"refusing to remove {Path(folder) / name}: it is not empty")
-    if not remove_empty_dir(path):
-        raise ApplyError(f"refusing to remove {path}: it is not empty")
-
-
-def _blocking_kind(fd: int, part: str, exc: OSError) -> str:
-    try:
-        st = os.stat(part, dir_fd=fd, follow_symlinks=False)
-    except OSError:
-        return "unreadable"
-    if stat.S_ISLNK(st.st_mode):
-        return "a link"
-    return "a file" if stat.S_ISREG(st.st_mode) else "not a folder"
-
-
 def _one_line(exc: BaseException) -> str:
     return one_line(str(exc))
-
-
-def _one_line_text(text: str) -> str:
-    return one_line(text)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -39,7 +40,7 @@ from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserverVFS
 
-from agent.fs import CREATE_FLAGS, TEMP_SUFFIX, open_regular
+from agent.fs import CREATE_FLAGS, LINK_MARK, TEMP_SUFFIX, open_regular, special_mark
 
 
 DEBOUNCE_S = 0.15  # a burst (editor save, git checkout) is reported once it has been quiet this long
@@ -253,9 +254,7 @@ class RepoWatcher:
         Both ends wait for the observer (`sync`): what changed before the command is judged as not the
         agent's, what changed during it as the agent's (with polling this costs up to a poll each end).
         """
-        self.sync()
-        self.flush_now()
-        self.wait_idle(timeout=2.0)
+        self.settle()
         with self._lock:
             self._agent_busy += 1
         try:
@@ -267,6 +266,12 @@ class RepoWatcher:
                 with self._lock:
                     self._agent_busy -= 1
                     self._agent_until = time.monotonic() + AGENT_GRACE_S
+
+    def settle(self) -> None:
+        """Judge every change made so far now (before a command that may change the files again)."""
+        self.sync()
+        self.flush_now()
+        self.wait_idle(timeout=2.0)
 
     def sync(self) -> bool:
         """Wait until the observer has delivered every event that happened before now: create a marker
@@ -475,6 +480,15 @@ def _sha_of(path: Path) -> str | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError:
+        # A link, FIFO or socket ribbit made (a command's, applied from its overlay): known by its target or kind.
+        try:
+            mode = os.lstat(path).st_mode
+            if stat.S_ISLNK(mode):
+                return hashlib.sha256(LINK_MARK + os.fsencode(os.readlink(path))).hexdigest()
+            if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+                return hashlib.sha256(special_mark(mode)).hexdigest()
+        except OSError:
+            pass
         return ""
     try:
         if info.st_size > WATCH_HASH_LIMIT:

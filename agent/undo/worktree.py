@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from agent.fs import DIR_FLAGS, READ_FLAGS, drop_bits, open_dir_confined, open_regular, unsafe_bits
 from agent.fs import TEMP_SUFFIX
@@ -52,6 +53,11 @@ HASH_BATCH = 200  # descriptors handed to one `git hash-object` (well under the 
 # left out (named once); a path recorded before keeps its earlier entry, so undo leaves it alone.
 FILE_HASH_LIMIT = 256 * 1024 * 1024
 SNAPSHOT_HASH_BUDGET = 1024 * 1024 * 1024
+# A file a step created is not copied into the object store past this size: undoing that step only removes
+# it, and the patch reads it from disk. What the journal keeps are before-states: the files as they were
+# when the session began (all of them, up to the limits above), and what a step changed that existed before.
+# Below it, a new file is copied still, so a later step's edit of it can be undone.
+NEW_FILE_COPY_LIMIT = 1024 * 1024
 NOTICE_NAMES = 3
 # `git ls-files --stage --debug -z`: one record per index entry.
 _DEBUG_RECORD = re.compile(
@@ -67,6 +73,19 @@ _UNREADABLE_DIR = re.compile(r"could not open directory '(.*?)(?:': (.*))?$")
 class TreeEntry:
     mode: str  # git's: 100644, 100755, 120000, 160000
     sha: str
+
+
+class StoreQuota(Protocol):
+    """What a session may still add to the repository's disk (the sandbox's write quota, handed over by the
+    session: undo and sandbox do not know each other). The journal's copies count against it."""
+
+    def left(self) -> int | None:
+        """Bytes still allowed (None: no limit)."""
+        ...
+
+    def charge(self, size: int) -> None:
+        """Count `size` bytes the journal wrote (or would have written) against the quota."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -111,6 +130,11 @@ class WorkTreeIndex:
         self.ignored_quiet: Callable[[], bool] | None = None
         self._listed_at: float | None = None  # when git last listed the ignored paths
         self._changed_since: set[str] = set()  # paths the index changed since take_changed() last ran
+        # Of `unrecorded`, the files a step's snapshot chose not to copy (new past NEW_FILE_COPY_LIMIT, or past
+        # the write quota): their bytes are on disk only, where the patch reads them.
+        self.uncopied: set[str] = set()
+        self.quota: StoreQuota | None = None  # the write quota a step's copies count against
+        self.copy_everything = False  # a throwaway tree whose snapshots must hold every byte (review)
 
     def take_changed(self) -> set[str]:
         """Paths (top-relative, in scope) whose entry changed since the last call: what a snapshot made now
@@ -131,6 +155,11 @@ class WorkTreeIndex:
         if changed or self._tree is None:
             self._tree = self.objects.text("write-tree", env=self._index_env()).strip()
         return self._tree
+
+    def assume_recorded(self, entries: dict[str, TreeEntry]) -> None:
+        """Start from a snapshot's entries (a later process undoing a session): the paths it holds are
+        looked at by the next scan, git-ignored ones too, as if this index had recorded them."""
+        self._known = dict(entries)
 
     def state_now(self) -> dict[str, TreeEntry]:
         """The entries the work tree would be recorded with now, computed without writing to the object
@@ -248,16 +277,25 @@ class WorkTreeIndex:
             else:
                 problems.append((rel, "not a regular file (a FIFO, socket or device)"))
         left_out = _over_budget(to_hash)
+        self.uncopied = set()
+        if write and not first_scan and not self.copy_everything:
+            self.uncopied = self._not_copied([item for item in to_hash if item[0] not in left_out])
+            left_out.update(dict.fromkeys(self.uncopied, ""))
         for rel, st in to_hash:
             if rel in left_out:
-                problems.append((rel, left_out[rel]))
+                if rel not in self.uncopied:
+                    problems.append((rel, left_out[rel]))
                 self.unrecorded[rel] = (st.st_size, st.st_mtime_ns)
                 known = self._known.get(rel)
                 if known is not None:
                     state[rel] = known
         to_hash = [item for item in to_hash if item[0] not in left_out]
         if write:
-            state.update(self._hash_files(top_fd, to_hash, started, problems))
+            hashed = self._hash_files(top_fd, to_hash, started, problems)
+            if self.quota is not None and not first_scan:
+                sizes = {rel: st.st_size for rel, st in to_hash}
+                self.quota.charge(sum(sizes.get(rel, 0) for rel, entry in hashed.items() if entry != self._known.get(rel)))
+            state.update(hashed)
             state.update(self._hash_links(links, started))
         else:
             state.update(self._ids_in_process(top_fd, to_hash, links))
@@ -268,6 +306,35 @@ class WorkTreeIndex:
         if write:
             self.ignored.release(gone)
         return state
+
+    def _not_copied(self, items: list[tuple[str, os.stat_result]]) -> set[str]:
+        """The files a step's snapshot leaves out of the object store: new ones past NEW_FILE_COPY_LIMIT (a
+        file the step created needs no copy to be undone), then the largest others past what the write
+        quota has left, which counts them as written all the same: the session is stopped, rather than the
+        journal made to grow past the quota (named in a notice)."""
+        left = self.quota.left() if self.quota is not None else None
+        found: set[str] = set()
+        past_quota: list[str] = []
+        total = 0
+        for rel, st in sorted(items, key=lambda item: (item[1].st_size, item[0])):
+            new = rel not in self._known and (self._seed is None or rel not in self._seed)
+            if new and st.st_size > NEW_FILE_COPY_LIMIT:
+                found.add(rel)
+            elif left is not None and total + st.st_size > left:
+                found.add(rel)
+                past_quota.append(rel)
+                assert self.quota is not None
+                self.quota.charge(st.st_size)
+            else:
+                total += st.st_size
+        if past_quota:
+            named = ", ".join(shown(self._display(rel)) for rel in past_quota[:NOTICE_NAMES])
+            more = f" and {len(past_quota) - NOTICE_NAMES} more" if len(past_quota) > NOTICE_NAMES else ""
+            self._notices.append(
+                f"journal: past the session's write quota, not copied: {named}{more} (the patch reads them from "
+                "disk; undo of a later change to them cannot put this version back)"
+            )
+        return found
 
     def _ignored_listing_needed(self, write: bool) -> bool:
         """Whether to ask git for ignored paths the journal does not hold yet. Not when the watcher saw no

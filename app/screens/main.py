@@ -52,7 +52,15 @@ class MainScreen(PacedScreen[None]):
 
     def on_text_area_changed(self, event: TextArea.Changed) -> None:
         if isinstance(event.text_area, PromptInput):
-            self.query_one(CommandHints).show_for(event.text_area.text)
+            self.refresh_hints()
+
+    def on_text_area_selection_changed(self, event: TextArea.SelectionChanged) -> None:
+        if isinstance(event.text_area, PromptInput):
+            self.refresh_hints()
+
+    def refresh_hints(self) -> None:
+        """What Tab would complete at the cursor (also after the file list was rebuilt)."""
+        self.query_one(CommandHints).show(self.prompt.completion())
 
     def on_prompt_input_submitted(self, event: PromptInput.Submitted) -> None:
         event.stop()

@@ -12,9 +12,9 @@ from textual.binding import Binding
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
-from agent.session import SavedSession, preview
+from agent.session import SavedSession
 from app.screens.pacing import PacedScreen
-from app.visible import visible
+from app.visible import visible, visible_line
 
 
 def when(stamp: float) -> str:
@@ -77,7 +77,7 @@ class RewindScreen(PacedScreen[RewindChoice | None]):
         yield Static(Text("Rewind to before a prompt  (Enter: files and conversation · f: files · c: conversation)",
                           style="bold"), id="sessions-header")
         options = [
-            Option(Text(f"{index + 1:>3}  ") + Text(visible(preview(prompt, 100), one_line=True)), id=str(index))
+            Option(Text(f"{index + 1:>3}  ") + Text(visible_line(" ".join(prompt.split()), 100)), id=str(index))
             for index, prompt in reversed(list(enumerate(self.prompts)))
         ]
         yield OptionList(*options, id="sessions-list")

@@ -1,7 +1,12 @@
-"""The prompt: multi-line input, Enter sends, history on Up/Down, slash commands with completion."""
+"""The prompt: multi-line input, Enter sends, history on Up/Down, completion of /commands and @paths.
+
+The commands (built-in and the user's own) and the path completer are handed down by the app
+(attributes down); the widget itself runs nothing.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -10,51 +15,65 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import Static, TextArea
 
-SLASH_COMMANDS: dict[str, str] = {
-    "/help": "show keys and commands",
-    "/diff": "everything this session changed, file by file",
-    "/undo": "revert the last applied change",
-    "/rewind": "back to before an earlier prompt: its files, the conversation, or both",
-    "/compact": "summarise the conversation to free the context: /compact [what to focus on]",
-    "/clear": "clear the transcript and start a new conversation",
-    "/mode": "show or set the approval mode: /mode ask|auto-edit|full-auto|plan",
-    "/model": "show the model in use, or switch to another: /model SPEC",
-    "/allowed": "command prefixes that run here without asking: /allowed, /allowed revoke N",
-    "/think": "reasoning on or off from the next turn: /think on|off",
-    "/init": "ask the model to draft an AGENTS.md for this repository (shown as a diff)",
-    "/quit": "quit ribbit",
-}
-MODE_ARGS = ("ask", "auto-edit", "full-auto", "plan")
-COMMAND_ARGS: dict[str, tuple[str, ...]] = {"/mode": MODE_ARGS, "/think": ("on", "off")}
+from agent.session import mention_at_cursor
+from app.visible import visible
+
+PathCompleter = Callable[[str], list[str]]
 
 
-def completions(text: str) -> list[str]:
-    """What the text typed so far can complete to (commands, then /mode arguments)."""
+@dataclass
+class Completion:
+    """What Tab would put in place of text[start:end], and the lines the hints show."""
+
+    start: int
+    end: int
+    options: list[str]  # full replacements, best first
+    labels: list[tuple[str, str]]  # (shown, its help)
+
+
+def completions(text: str, commands: Mapping[str, str], args: Mapping[str, tuple[str, ...]]) -> list[str]:
+    """What the text typed so far can complete to (commands, then their arguments)."""
     if not text.startswith("/") or "\n" in text:
         return []
     if " " in text:
         command, _, arg = text.partition(" ")
-        options = COMMAND_ARGS.get(command, ())
+        options = args.get(command, ())
         return [f"{command} {m}" for m in options if m.startswith(arg) and m != arg]
-    return [c for c in SLASH_COMMANDS if c.startswith(text) and c != text]
+    return [c for c in commands if c.startswith(text) and c != text]
+
+
+def completion_at(text: str, cursor: int, commands: Mapping[str, str], args: Mapping[str, tuple[str, ...]],
+                  paths: PathCompleter | None) -> Completion | None:
+    """The completion for the cursor's place: a /command (the whole prompt) or the `@path` it ends."""
+    options = completions(text, commands, args)
+    if options:
+        labels = [(o, commands.get(o, "") if " " not in o else "") for o in options]
+        return Completion(0, len(text), options, labels)
+    found = mention_at_cursor(text, cursor) if paths is not None else None
+    if found is None or paths is None:
+        return None
+    start, query = found
+    matches = [p for p in paths(query) if p != query]
+    if not matches:
+        return None
+    written = [f'@"{p}"' if any(c.isspace() for c in p) else "@" + p for p in matches]  # a space ends a bare @path
+    return Completion(start, cursor, written, [(w, "") for w in written])
 
 
 class CommandHints(Static):
-    """Shown above the prompt while a slash command is being typed."""
+    """Shown above the prompt while a slash command or an `@path` is being typed."""
 
-    def show_for(self, text: str) -> None:
-        options = completions(text)
-        self.display = bool(options)
-        if not options:
+    def show(self, completion: Completion | None) -> None:
+        self.display = completion is not None
+        if completion is None:
             return
         hint = Text()
-        for i, option in enumerate(options):
+        for i, (label, help_line) in enumerate(completion.labels):
             if i:
                 hint.append("\n")
-            command = option.split(" ")[0]
-            hint.append(option, style="bold" if i == 0 else "")
-            if " " not in option:
-                hint.append("  " + SLASH_COMMANDS.get(command, ""), style="dim")
+            hint.append(visible(label, one_line=True), style="bold" if i == 0 else "")
+            if help_line:
+                hint.append("  " + help_line, style="dim")
         hint.append("\nTab completes", style="dim italic")
         self.update(hint)
 
@@ -71,6 +90,9 @@ class PromptInput(TextArea):
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(soft_wrap=True, show_line_numbers=False, tab_behavior="focus", **kwargs)  # type: ignore[arg-type]
+        self.commands: dict[str, str] = {}  # name -> help (app.commands.command_list)
+        self.command_args: dict[str, tuple[str, ...]] = {}
+        self.paths: PathCompleter | None = None  # `@` completion, once a session is open
         self.prompt_history: list[str] = []
         self._history_index: int | None = None
         self._draft = ""
@@ -99,11 +121,26 @@ class PromptInput(TextArea):
         self.clear()
         self.post_message(self.Submitted(self, text))
 
+    def completion(self) -> Completion | None:
+        row, column = self.cursor_location
+        cursor = sum(len(line) + 1 for line in self.text.split("\n")[:row]) + column
+        return completion_at(self.text, cursor, self.commands, self.command_args, self.paths)
+
     def action_complete(self) -> None:
-        options = completions(self.text)
-        if options:
-            self.text = options[0] + (" " if options[0] == "/mode" else "")
+        found = self.completion()
+        if found is None:
+            return
+        choice = found.options[0]
+        if found.start == 0 and choice.startswith("/"):
+            self.text = choice + (" " if choice in self.command_args else "")
             self.move_cursor(self.document.end)
+            return
+        # An @path: replace the word the cursor ends; a folder stays open for the next part.
+        text = self.text
+        tail = "" if choice.endswith("/") else " "
+        self.text = text[: found.start] + choice + tail + text[found.end:]
+        at = found.start + len(choice) + len(tail)
+        self.move_cursor((self.text.count("\n", 0, at), at - (self.text.rfind("\n", 0, at) + 1)))
 
     # -- history --------------------------------------------------------------------------------
 

@@ -24,37 +24,20 @@ from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Static
 
-from app.visible import visible
+from agent.session import call_summary
+from app.visible import visible, visible_line
 from models.chat import ToolCall
 
 FOLDED_LINES = 4
 
 
-def short(value: object, limit: int = 70) -> str:
-    text = value if isinstance(value, str) else repr(value)
-    text = visible(text[: limit * 8].replace("\n", "⏎"), one_line=True)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def summarize_call(call: ToolCall) -> str:
-    """The one-line form of a call's arguments: the part a reader scans for."""
-    args: dict[str, Any] = dict(call.arguments)
-    if call.name == "Bash":
-        return short(args.get("command", ""))
-    if call.name == "Glob":
-        where = f" in {args['path']}" if args.get("path") else ""
-        return short(str(args.get("pattern", "")) + where)
-    if call.name in ("Read", "Write", "Edit"):
-        path = short(str(args.pop("file_path", "")), 200)
-        extra = []
-        if call.name == "Write":
-            extra.append(f"{len(str(args.get('content', '')).splitlines())} lines")
-        if call.name == "Edit" and args.get("replace_all"):
-            extra.append("replace_all")
-        if call.name == "Read":
-            extra += [f"{k}={args[k]}" for k in ("offset", "limit") if args.get(k) is not None]
-        return path + (f" ({', '.join(extra)})" if extra else "")
-    return ", ".join(f"{k}={short(v, 30)}" for k, v in args.items())
+    """The one-line form of a call's arguments: the part a reader scans for (its tool says which)."""
+    found = call_summary(call)
+    if found is None:
+        return ", ".join(f"{k}={visible_line(v, 30)}" for k, v in call.arguments.items())
+    text = visible_line(found.subject, found.limit)
+    return text + (f" ({', '.join(found.extras)})" if found.extras else "")
 
 
 class UserMessage(Static):

@@ -21,7 +21,7 @@ from models.base import GenerationRequest, ModelError, TextChunk, TurnEnd
 from models.chat import ChatMessage
 from models.embedded import embedded_model_path
 from models.openai_backend import OpenAICompatibleModel, parse_spec, retry_wait
-from models.spec import load_model
+from models.backends import load_model
 from tests.engine.fake_openai import FakeOpenAI, Hang, Recorded, Status, Stream
 from tests.engine.fake_openai import turn as fake_turn
 
@@ -345,8 +345,8 @@ def test_doctor_checks_the_endpoint_and_lists_its_models(monkeypatch, capsys):
     def line(name: str) -> str:
         return next(text for text in out.splitlines() if text[3:].startswith(name + " "))
 
-    # The escape sequence in a model's name reaches the terminal as a plain space.
-    assert line("endpoint").startswith("ok ") and "3 models: gemma-4-12b-it, frognano-4b, evil [2Jname" in line("endpoint")
+    # The escape sequence in a model's name reaches the terminal escaped (models.text.one_line), never raw.
+    assert line("endpoint").startswith("ok ") and "3 models: gemma-4-12b-it, frognano-4b, evil\\x1b[2Jname" in line("endpoint")
     assert line("API key").startswith("ok ") and "from RIBBIT_TEST_HOSTED_KEY" in line("API key")
     assert line("served model").startswith("ok ") and "gemma-4-12b-it is listed" in line("served model")
     assert KEY not in out and "\x1b" not in out

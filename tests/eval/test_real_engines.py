@@ -15,7 +15,7 @@ from agent.core.loop import Limits
 from models.base import GenerationRequest, TextChunk
 from models.chat import ChatMessage
 from models.embedded import embedded_model_path
-from models.spec import load_model
+from models.backends import load_model
 
 pytestmark = pytest.mark.real_model
 

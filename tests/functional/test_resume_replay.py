@@ -8,6 +8,7 @@ import json
 import re
 from pathlib import Path
 
+from agent.session.history import journaled_sessions
 from agent.undo.journal import Journal
 from agent.paths import state_home
 from agent.session.store import SESSION_FILE, SessionStore
@@ -53,7 +54,7 @@ def test_continue_goes_on_with_the_conversation_replay_and_journal(capsys, tmp_p
     assert [t.prompt for t in sessions[0].tasks] == ["fix the bug", "write a note"]
     # One journal: undo of the whole session takes back both tasks' files.
     journal = Journal(repo)
-    assert [s.session_id for s in journal.sessions()] == [session_id(first.stderr)]
+    assert [s.session_id for s in journaled_sessions(repo)[0]] == [session_id(first.stderr)]
     journal.undo_session(session_id(first.stderr))
     assert (repo / "calc.py").read_text() == "def add(a, b):\n    return a - b\n" and not (repo / "NOTES.md").exists()
 

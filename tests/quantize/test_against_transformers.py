@@ -12,7 +12,8 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from transformers import AutoTokenizer
 
 from quantize.quantizer import quantize_gguf
-from quantize.verify import Agreement, agreement, combine, hf_logits, llama_logits, load_hf_reference, load_llama
+from models.llama_runtime import open_for_logits as load_llama
+from quantize.verify import Agreement, agreement, combine, hf_logits, llama_logits, load_hf_reference
 from tests.quantize.checkpoints import SAMPLE_CODE, SPECIAL_TEXT
 
 ARCHS = ["qwen35", "qwen3", "llama"]

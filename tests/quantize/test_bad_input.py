@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.git import tracked_files
 from quantize.cli import quantize_main
 
 PREFIX = "ribbit quantize: error: "
@@ -22,7 +23,7 @@ def ckpt(checkpoints: Callable, tmp_path: Path) -> Path:
 
 def run_failing(args: list[str], capsys: pytest.CaptureFixture[str], out_dir: Path) -> str:
     out_dir.mkdir(exist_ok=True)
-    rc = quantize_main([*args, "-o", str(out_dir / "model.gguf"), "--type", "Q8_0"])
+    rc = quantize_main([*args, "-o", str(out_dir / "model.gguf"), "--type", "Q8_0"], list_tracked=tracked_files)
     err = capsys.readouterr().err
     errors = [line for line in err.splitlines() if line.startswith(PREFIX)]
     assert rc == 1, err

@@ -13,11 +13,19 @@ from gguf import GGUFReader, GGUFValueType
 
 from quantize._calibrate_worker import MIN_ROWS, batches, plan_chunks
 from quantize.calibrate import calibrate, calibration_text
-from quantize.cli import quantize_main
+from agent.git import tracked_files
+from quantize.cli import quantize_main as _quantize_main
 from quantize.imatrix import ImportanceMatrix, load_imatrix, read_imatrix
-from quantize.verify import greedy, load_llama
+from models.llama_runtime import open_for_logits as load_llama
+from quantize.verify import greedy
 from tests.quantize.checkpoints import SAMPLE_CODE
 from tests.quantize.test_bad_input import PREFIX, run_failing
+
+
+def quantize(argv: list[str]) -> int:
+    """`ribbit quantize` as the CLI calls it: with ribbit's hardened git listing the tracked files."""
+    return _quantize_main(argv, list_tracked=tracked_files)
+
 
 MODULE = '''"""A small module: parsing and formatting of version strings."""
 
@@ -87,7 +95,7 @@ def _matmul_weights(gguf: Path) -> dict[str, int]:
 @pytest.mark.parametrize("arch", ["llama", "qwen35"])
 def test_matrix_has_one_entry_per_matmul_weight(arch: str, converted: Callable, repo: Path, tmp_path: Path) -> None:
     gguf = converted(arch)
-    result = calibrate(gguf, calibration_text(repo, 300), tmp_path / "m.imatrix.gguf", tokens=300)
+    result = calibrate(gguf, calibration_text(repo, 300, tracked_files), tmp_path / "m.imatrix.gguf", tokens=300)
     matrix = read_imatrix(result.path)
     expected = _matmul_weights(gguf)
     assert {name: e.n_cols for name, e in matrix.entries.items()} == expected
@@ -101,7 +109,7 @@ def test_matrix_holds_the_squared_activations(converted: Callable, repo: Path, t
     """blk.0.attn_q's input is RMSNorm(token embedding) * attn_norm: recomputed here from the GGUF and
     the tokens llama.cpp reads, it must be what the eval callback summed."""
     gguf = converted("llama")
-    text = calibration_text(repo / "pkg", 10_000)
+    text = calibration_text(repo / "pkg", 10_000, tracked_files)
     matrix = read_imatrix(calibrate(gguf, text, tmp_path / "m.gguf", tokens=10_000).path)
     llm = load_llama(gguf)
     stream: list[int] = []
@@ -125,16 +133,16 @@ def test_matrix_holds_the_squared_activations(converted: Callable, repo: Path, t
 
 
 def test_only_tracked_text_is_read(repo: Path) -> None:
-    text = calibration_text(repo, 10_000)
+    text = calibration_text(repo, 10_000, tracked_files)
     assert sorted(p.name for p in text.files) == [".gitignore", "README.md", "sample.py", "version.py"]
     assert text.n_tracked == 5 and text.dataset.startswith("project@")
-    assert calibration_text(repo, 10_000).files == text.files  # a fixed order: the same tree, the same matrix
+    assert calibration_text(repo, 10_000, tracked_files).files == text.files  # a fixed order: the same tree, the same matrix
 
 
 def test_the_file_is_llama_imatrix_format(converted: Callable, repo: Path, tmp_path: Path) -> None:
     """What llama-quantize's loader requires (common/imatrix-loader.cpp, tools/quantize): the three
     metadata keys, F32 `<weight>.in_sum2` (n_cols x n_mat) and `<weight>.counts` (1 x n_mat)."""
-    path = calibrate(converted("qwen3"), calibration_text(repo, 200), tmp_path / "m.gguf", tokens=200).path
+    path = calibrate(converted("qwen3"), calibration_text(repo, 200, tracked_files), tmp_path / "m.gguf", tokens=200).path
     reader = GGUFReader(path)
     assert reader.fields["general.type"].contents() == "imatrix"
     assert reader.fields["imatrix.datasets"].types == [GGUFValueType.ARRAY, GGUFValueType.STRING]
@@ -152,8 +160,8 @@ def test_the_file_is_llama_imatrix_format(converted: Callable, repo: Path, tmp_p
 def test_matrix_changes_the_quantised_bytes_and_the_result_generates(checkpoints: Callable, repo: Path, tmp_path: Path) -> None:
     src = str(checkpoints("llama"))
     plain, calibrated = tmp_path / "plain.gguf", tmp_path / "cal.gguf"
-    assert quantize_main([src, "-o", str(plain), "--type", "Q4_K_M"]) == 0
-    assert quantize_main([src, "-o", str(calibrated), "--type", "Q4_K_M", "--calibrate", str(repo),
+    assert quantize([src, "-o", str(plain), "--type", "Q4_K_M"]) == 0
+    assert quantize([src, "-o", str(calibrated), "--type", "Q4_K_M", "--calibrate", str(repo),
                           "--calibrate-tokens", "256"]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cal.gguf", "cal.imatrix.gguf", "plain.gguf"]
     a = {t.name: bytes(t.data) for t in GGUFReader(plain).tensors}
@@ -168,10 +176,10 @@ def test_matrix_changes_the_quantised_bytes_and_the_result_generates(checkpoints
 
 
 def test_low_bit_types_quantise(converted: Callable, repo: Path, tmp_path: Path) -> None:
-    matrix = calibrate(converted("qwen3"), calibration_text(repo, 128), tmp_path / "m.gguf", tokens=128).path
+    matrix = calibrate(converted("qwen3"), calibration_text(repo, 128, tracked_files), tmp_path / "m.gguf", tokens=128).path
     for qtype in ("Q2_K", "Q3_K_S", "Q3_K_M", "IQ4_XS"):
         out = tmp_path / f"{qtype}.gguf"
-        assert quantize_main([str(converted("qwen3")), "-o", str(out), "--type", qtype, "--imatrix", str(matrix)]) == 0
+        assert quantize([str(converted("qwen3")), "-o", str(out), "--type", qtype, "--imatrix", str(matrix)]) == 0
         assert GGUFReader(out).fields["general.file_type"].contents() == {"Q2_K": 10, "Q3_K_S": 11, "Q3_K_M": 12, "IQ4_XS": 30}[qtype]
 
 
@@ -183,7 +191,7 @@ def test_the_embedded_model_is_calibrated_and_requantised(repo: Path, tmp_path: 
     out = tmp_path / "smol-IQ3_XXS.gguf"
     # IQ3_XXS: llama.cpp refuses it for any weight without a matrix entry of the right size (SmolLM2's
     # ffn_down takes it; its other weights, 576 columns, fall back to IQ4_NL)
-    assert quantize_main([str(shipped), "-o", str(out), "--type", "IQ3_XXS", "--calibrate", str(repo),
+    assert quantize([str(shipped), "-o", str(out), "--type", "IQ3_XXS", "--calibrate", str(repo),
                           "--calibrate-tokens", "128"]) == 0
     err = capsys.readouterr().err
     assert "warning: SmolLM2-135M-Instruct.Q4_1.gguf is Q4_1: requantising" in err
@@ -199,11 +207,11 @@ def test_the_embedded_model_is_calibrated_and_requantised(repo: Path, tmp_path: 
 def test_a_type_that_needs_a_matrix(converted: Callable, repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = converted("qwen35")  # with an MTP block, which a forward pass does not run
     capsys.readouterr()  # building the checkpoint talks
-    rc = quantize_main([str(src), "-o", str(tmp_path / "no.gguf"), "--type", "IQ3_XXS"])
+    rc = quantize([str(src), "-o", str(tmp_path / "no.gguf"), "--type", "IQ3_XXS"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and err == [f"{PREFIX}IQ3_XXS needs an importance matrix: add --calibrate DIR (or --imatrix FILE)"]
     out = tmp_path / "yes.gguf"
-    assert quantize_main([str(src), "-o", str(out), "--type", "IQ3_XXS", "--calibrate", str(repo), "--calibrate-tokens", "128"]) == 0
+    assert quantize([str(src), "-o", str(out), "--type", "IQ3_XXS", "--calibrate", str(repo), "--calibrate-tokens", "128"]) == 0
     notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("quantize: ")]
     assert len(notes) == 1 and "did not reach (blk.4." in notes[0] and "Q4_K" in notes[0], notes
     assert GGUFReader(out).fields["general.file_type"].contents() == 23
@@ -212,12 +220,12 @@ def test_a_type_that_needs_a_matrix(converted: Callable, repo: Path, tmp_path: P
 
 def test_gguf_sources_need_no_warning_when_exact(converted: Callable, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     q8 = tmp_path / "q8.gguf"
-    assert quantize_main([str(converted("qwen3")), "-o", str(q8), "--type", "Q8_0"]) == 0  # a BF16 GGUF as SRC
+    assert quantize([str(converted("qwen3")), "-o", str(q8), "--type", "Q8_0"]) == 0  # a BF16 GGUF as SRC
     out = tmp_path / "q4.gguf"
-    assert quantize_main([str(q8), "-o", str(out)]) == 0  # Q8_0 -> Q4_K_M: requantised, no warning
+    assert quantize([str(q8), "-o", str(out)]) == 0  # Q8_0 -> Q4_K_M: requantised, no warning
     assert "warning" not in capsys.readouterr().err
     assert GGUFReader(out).fields["general.file_type"].contents() == 15
-    assert quantize_main([str(out), "-o", str(tmp_path / "q3.gguf"), "--type", "Q3_K_M"]) == 0
+    assert quantize([str(out), "-o", str(tmp_path / "q3.gguf"), "--type", "Q3_K_M"]) == 0
     warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1 and "Q4_K_M" in warnings[0] and "loses quality" in warnings[0]
 
@@ -256,14 +264,14 @@ def test_dir_outside_any_repository(ckpt: Path, tmp_path: Path, capsys: pytest.C
 def test_usage_errors(args: list[str], words: str, ckpt: Path, repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
     out.mkdir()
-    rc = quantize_main([str(ckpt), "-o", str(out / "m.gguf"), *[a.format(repo=repo) for a in args]])
+    rc = quantize([str(ckpt), "-o", str(out / "m.gguf"), *[a.format(repo=repo) for a in args]])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and err[0].startswith(PREFIX) and words in err[0], err
     assert list(out.iterdir()) == []
 
 
 def test_gguf_src_refusals(converted: Callable, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc = quantize_main([str(converted("qwen3")), "-o", str(tmp_path / "x.gguf"), "--type", "BF16"])
+    rc = quantize([str(converted("qwen3")), "-o", str(tmp_path / "x.gguf"), "--type", "BF16"])
     assert rc == 2 and "--type BF16 converts a checkpoint folder" in capsys.readouterr().err
     not_gguf = tmp_path / "model.safetensors"
     not_gguf.write_bytes(b"\x08\0\0\0\0\0\0\0{}      ")

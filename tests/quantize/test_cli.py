@@ -11,7 +11,7 @@ from gguf import GGUFReader, GGUFWriter
 
 from quantize.cli import quantize_main
 from quantize.imatrix import load_imatrix
-from quantize.verify import load_llama
+from models.llama_runtime import open_for_logits as load_llama
 
 
 def _types(path: Path) -> set[str]:
@@ -79,7 +79,7 @@ def test_imatrix_is_loaded_and_used(checkpoints: Callable, converted: Callable, 
 @pytest.mark.slow  # --verify loads the GGUF in llama.cpp and generates from it (inside quantize_main)
 def test_verify_reports_generation_and_agreement(checkpoints: Callable, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "v.gguf"
-    assert quantize_main([str(checkpoints("qwen35")), "-o", str(out), "--type", "Q8_0", "--verify"]) == 0
+    assert quantize_main([str(checkpoints("qwen35")), "-o", str(out), "--type", "Q8_0", "--verify"], load_for_verify=load_llama) == 0
     err = capsys.readouterr().err
     assert "generated 8 tokens" in err
     line = next(line for line in err.splitlines() if "vs transformers" in line)

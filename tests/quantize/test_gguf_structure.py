@@ -11,7 +11,8 @@ from gguf import GGUFReader
 
 from quantize.archs import reorder_v_heads, undo_hf_rope_permute
 from quantize.convert import bf16_bits_to_f32, convert_checkpoint, f32_to_bf16_bits
-from quantize.verify import llama_logits, load_llama
+from models.llama_runtime import open_for_logits as load_llama
+from quantize.verify import llama_logits
 
 # the keys llama.cpp's converter writes for Qwen3.5 (cross-checked against a GGUF it made)
 QWEN35_KEYS = {

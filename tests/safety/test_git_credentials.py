@@ -186,7 +186,9 @@ def test_full_auto_git_works_and_shows_every_credential_masked(credentialed: Cre
     (remote, listing, lib, fill, grep, legacy, stores, copies, copied, soft, hard, dot_git, globbed) = tool_outputs(recorder)
     assert "origin\thttp://***@127.0.0.1:" in remote and "(fetch)" in remote
     assert "remote.origin.pushurl=https://***@example.com/r.git" in listing
-    assert "sendemail.smtppass=***" in listing and "github.token=***" in listing  # the included files
+    assert "sendemail.smtppass=***" in listing  # an included file
+    # ~/.gitconfig is shown (masked); the file it includes is not a toolchain's: the empty home has none.
+    assert "include.path=~/.gitconfig.local" in listing and "github.token" not in listing
     assert "https://***@example.com/lib.git" in lib
     assert "password=" not in fill
     assert grep.strip() in ("grep=1", "grep=2"), grep

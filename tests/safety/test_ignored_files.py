@@ -140,7 +140,9 @@ def test_a_write_over_the_ignored_env_is_undone_and_kept_out_of_the_patch(with_v
         workspace.undo_last()  # the Write
     finally:
         workspace.close()
-    assert not answers.requests  # auto-edit: neither change was asked about (.env runs no code)
+    # auto-edit: the .env write is asked for (issue 41: tools load it into what they run, NODE_OPTIONS,
+    # PYTHONSTARTUP...: code that runs later), the calc.py edit is not
+    assert [getattr(r, "path", None) for r in answers.requests] == [".env"]
     assert "calc.py" in patch and ".env" not in patch and "replaced-by-the-agent" not in patch
     assert {".env", "calc.py"} <= set(summary.files_changed)  # type: ignore[attr-defined]
     assert (repo / ".env").read_text() == "API_TOKEN=the-users-own\n"

@@ -142,6 +142,7 @@ def test_ribbit_undo_cli_lists_undoes_and_refuses(repo: Path, tmp_path: Path, is
     workspace, _ = start(repo, replay, watch=False)
     workspace.session.run("go")
     sid = workspace.journal.session_id
+    workspace.close()  # a session still open holds the checkout: `ribbit undo` would be refused (one writer)
     listed = ribbit("undo", "--list", "--repo", str(repo))
     assert listed.returncode == 0 and sid in listed.stdout and "calc.py" in listed.stdout
     (repo / "new.txt").write_text("user kept working\n")

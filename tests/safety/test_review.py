@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent.core.approvals import ApprovalDecision
+from agent.session.history import journaled_sessions
 from agent.undo.journal import Journal
 from agent.session.review import ReviewSession, review_interactively
 from tests.conftest import git, tree_bytes, xml_call
@@ -78,7 +79,7 @@ def test_review_applies_only_approved_hunks_and_removes_the_worktree(repo: Path,
     assert "+    return a - b" not in result.patch  # the rejected hunk is not in the applied patch
     # The applied review is one journaled session: `ribbit undo` takes it back.
     journal = Journal(repo)
-    session = journal.sessions()[-1]
+    session = journaled_sessions(repo)[0][-1]
     assert session.files == ["calc.py"]
     journal.undo_session(session.session_id)
     assert tree_bytes(repo) == before

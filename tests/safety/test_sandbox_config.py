@@ -97,9 +97,13 @@ def test_hidden_paths_are_resolved_outermost_first_and_exposed_ones_dropped(tmp_
         (home / rel).mkdir(parents=True)
     (home / ".netrc").write_text("x")
     (home / ".kube").symlink_to(home / "vault")  # a hidden link hides what it points to
-    settings = SandboxSettings(hide=["~/vault/inner", "~/vault", "/nonexistent"], expose=["~/.aws"])
+    # By default the home is hidden whole: its credential folders need no mask of their own.
+    found = hidden_paths(SandboxSettings(), {"HOME": str(home)})
+    assert home in found and home / ".ssh" not in found
+    # With the home shown again (`expose = ["~"]`) the named ones are hidden one by one.
+    settings = SandboxSettings(hide=["~/vault/inner", "~/vault", "/nonexistent"], expose=["~", "~/.aws"])
     found = hidden_paths(settings, {"HOME": str(home)})
-    assert home / ".aws" not in found
+    assert home not in found and home / ".aws" not in found
     assert home / "vault" in found and home / "vault" / "inner" in found  # nested: the runner decides
     assert {home / ".ssh", home / ".netrc", home / ".config" / "gcloud"} <= set(found)
     assert found == sorted(found, key=lambda p: (len(p.parts), str(p)))
@@ -216,8 +220,10 @@ def test_doctor_says_what_the_sandbox_allows(repo: Path, tmp_path: Path) -> None
     with host_folder("ribbit-doctor-home-") as home:
         (home / ".ssh").mkdir()
         (home / ".config" / "ribbit").mkdir(parents=True)
-        (home / ".config" / "ribbit" / "sandbox.toml").write_text('hide = ["~/private"]\ntmp_size_mb = 64\n')
+        (home / ".config" / "ribbit" / "sandbox.toml").write_text('hide = ["~/private"]\nexpose = ["~/notes"]\ntmp_size_mb = 64\n')
         (home / "private").mkdir()
+        (home / "notes").mkdir()
+        (home / ".cargo" / "bin").mkdir(parents=True)
         env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
                "OPENAI_API_KEY": "sk-doctor-secret-value", "RIBBIT_SANDBOX_ENV": "OPENAI_API_KEY"}
         root = Path(__file__).resolve().parents[2]
@@ -226,9 +232,12 @@ def test_doctor_says_what_the_sandbox_allows(repo: Path, tmp_path: Path) -> None
     lines = {line.split()[1]: line for line in out.splitlines() if line[3:].startswith("sandbox")}
     writes = next(line for line in out.splitlines() if "sandbox writes" in line)
     hides = next(line for line in out.splitlines() if "sandbox hides" in line)
+    shows = next(line for line in out.splitlines() if "sandbox shows" in line)
     env_line = next(line for line in out.splitlines() if "sandbox env" in line)
     assert lines and str(repo) in writes and "/tmp (64 MiB)" in writes and "read-only" in writes and "no network" in writes
-    assert "~/.ssh" in hides and "~/private" in hides and "/run" in hides and "socket" in hides
+    # The home folder is hidden whole (its .ssh and the hidden ~/private with it), but for its toolchains.
+    assert str(home) in hides.split("(empty but for the toolchains below)")[0] and "/run" in hides and "socket" in hides
+    assert "~/.cargo/bin" in shows and "~/notes" in shows and ".ssh" not in shows and "private" not in shows
     assert "PATH" in env_line and "OPENAI_API_KEY" in env_line and "sk-doctor-secret-value" not in out
 
 
@@ -248,7 +257,13 @@ def test_the_macos_profile_follows_the_same_rules(tmp_path: Path, monkeypatch: p
         assert writable.index("(allow file-read*)") < writable.index("(deny file-read*")  # the later rule wins
         assert f'(subpath "{home}/odd\\"name")' in denied  # quoted, not a way to end the string
         assert '(allow file-write* (subpath (param "ROOT")))' in writable and "ROOT" not in read_only
-        assert "cache" in writable and "cache" not in read_only
+        write_rule = f'(allow file-write* (subpath "{home / "cache"}"))'
+        assert write_rule in writable and write_rule not in read_only
+        # The home is denied whole, the repository read again after it, and what is hidden inside it denied again.
+        rules = writable.splitlines()
+        again = next(i for i, line in enumerate(rules) if line.startswith("(allow file-read* (subpath"))
+        assert f'(subpath "{home}")' in denied and f'(subpath "{tmp_path}")' in rules[again]
+        assert f'(subpath "{home / ".ssh"}")' in "".join(rules[again + 1:])
         assert "(deny network*)" in read_only and '(deny file-write* (subpath (param "GITDIR"))' in read_only
         assert "OPENAI_API_KEY" not in runner.environment()
     finally:

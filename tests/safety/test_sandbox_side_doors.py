@@ -147,24 +147,27 @@ def fake_home(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
 
 
 def test_credential_folders_are_hidden(repo: Path, tmp_path: Path, fake_home: Path) -> None:
+    (fake_home / ".local" / "bin").mkdir(parents=True)
+    (fake_home / ".local" / "bin" / "tool.txt").write_text("ribbit-toolchain-file\n")
     commands = [
-        "cat ~/visible.txt",  # control: the home folder itself is readable
+        "cat ~/.local/bin/tool.txt",  # control: a toolchain folder of the home is readable
         "cat ~/.ssh/id_ed25519 ~/.aws/credentials ~/.netrc ~/.git-credentials ~/.kube/config",
-        "grep -r ribbit-secret ~",
+        "grep -r ribbit- ~",
         "find ~ -type f",
         "ls -la ~/.ssh ~/.gnupg",
     ]
     workspace, recorder, _ = session(repo, tmp_path, *[xml_call("Bash", command=c) for c in commands], "done", mode="ask")
     seen = everything_the_model_got(workspace, recorder)
     outputs = tool_outputs(recorder)
-    assert "ribbit-visible-file" in outputs[0]
+    assert "ribbit-toolchain-file" in outputs[0]
     assert "ribbit-secret-ssh" not in seen and "ribbit-secret-aws" not in seen and "ribbit-secret-netrc" not in seen
     assert "ribbit-secret-gitcred" not in seen and "ribbit-secret-kube" not in seen
     assert "ribbit-secret-gpg" not in seen and "ribbit-secret-docker" not in seen and "ribbit-secret-keyring" not in seen
     assert "ribbit-secret-gcloud" not in seen
     assert "id_ed25519" not in outputs[3]  # hidden folders look empty
-    # Not on the default list: the user decides (next test).
-    assert "ribbit-secret-other-project" in outputs[2]
+    # Not on any list either: the home is hidden but for its toolchains (issue 41), so are these.
+    assert "ribbit-secret-other-project" not in seen and "ribbit-visible-file" not in seen
+    assert (fake_home / "work" / "other-client" / ".env").exists()
 
 
 def test_the_users_settings_hide_and_expose_more(

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from agent.core.events import ReasoningDelta, TextDelta, ToolCallEvent
-from app.app import EventBridge, coalesce
+from app.bridge import EventBridge, coalesce
 from app.messages import EventsReady
 from models.chat import ToolCall
 

@@ -249,7 +249,7 @@ async def test_first_run_says_how_to_use_frognano(repo: Path, replay_file, monke
     from models.replay import ReplayModel
 
     path = replay_file("Hello.")
-    monkeypatch.setattr(app_module, "load_model", lambda spec, context: ReplayModel(path))
+    monkeypatch.setattr(app_module, "load_model", lambda spec, context, engine: ReplayModel(path))
     app = app_module.make_app(repo, None)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
@@ -364,3 +364,29 @@ async def test_quitting_while_the_prompt_is_read_fails_nothing(tui_app, monkeypa
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
     assert app.return_code in (0, None)
+
+
+async def test_a_save_while_the_diff_waits_is_kept_and_the_new_diff_shown(tui_app, repo: Path) -> None:
+    """Issue 40: the user's editor saves the file while the diff is on screen; `y` applies the edit to
+    what is on disk now, after showing the new diff, and the user's line is kept."""
+    app = tui_app("Reading.\n" + READ_CALC, "Fixing.\n" + FIX_ADD, "Fixed.")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, "fix add")
+        first = await wait_for(pilot, lambda: isinstance(app.screen, EditReviewScreen) and app.screen, what="review")
+        with open(repo / "calc.py", "a") as editor:
+            editor.write("# mine\n")
+        await pilot.press("y")
+        second = await wait_for(
+            pilot, lambda: isinstance(app.screen, EditReviewScreen) and app.screen is not first and app.screen,
+            what="the review again",
+        )
+        assert "# mine" in second.request.diff
+        await pilot.press("y")
+        await idle(pilot)
+        assert (repo / "calc.py").read_text() == "def add(a, b):\n    return a + b\n# mine\n"
+        assert any("changed while the change waited" in m for m in tool_messages(app))
+        # /undo takes back the agent's change and only it: the version the user saved comes back.
+        await send(pilot, "/undo")
+        await idle(pilot)
+        assert (repo / "calc.py").read_text() == "def add(a, b):\n    return a - b\n# mine\n"

@@ -12,7 +12,7 @@ from models.dialects import detect_dialect
 from models.gguf_meta import read_metadata
 from models.llama_backend import check_model_file
 from models.replay import ReplayModel
-from models.spec import load_model
+from models.backends import load_model
 
 # The behaviours of the Qwen3.5 template that make re-rendering unsafe, in miniature: earlier
 # assistant turns lose their <think> block once a newer user query exists, tool results are grouped

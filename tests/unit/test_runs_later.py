@@ -17,10 +17,18 @@ RUN_LATER = [
     "usercustomize.py", "lib/evil.pth", ".bashrc", ".zshenv", "flake.nix", "shell.nix", ".pylintrc", ".pdbrc",
     "vite.config.ts", "lefthook.yml", "app.gemspec", "rust-toolchain.toml", "docker-compose.yml",
     ".venv/lib/python3.11/site-packages/pkg/__init__.py", "node_modules/left-pad/index.js", "src/__pycache__/m.cpython-311.pyc",
+    # issue 41: the families that were missing, and the rule for unlisted dotfiles
+    ".yarn/plugins/p.cjs", ".yarn/releases/yarn-4.cjs", ".pnpmfile.cjs", "gradle/wrapper/gradle-wrapper.properties",
+    ".mvn/extensions.xml", ".vscode/launch.json", ".devcontainer/devcontainer.json", ".pythonrc",
+    ".ipython/profile_default/startup/00.py", ".jupyter/jupyter_server_config.py", "mypy.ini", ".coveragerc",
+    "pyrightconfig.json", "jest.config.json", "vitest.config.ts", "karma.conf.js", ".npmrc", ".yarnrc.yml",
+    ".bunfig.toml", ".cargo/config.toml", "rust-toolchain", "go.work", ".tool-versions", ".nvmrc", ".gitconfig",
+    ".newtoolrc", ".config/x/settings.toml", "docs/.vuepress/config.js",
 ]
 DO_NOT = [
     "src/app.py", "README.md", "docs/index.md", ".github/ISSUE_TEMPLATE/bug.md", "go.mod", "main.go",  # go:generate runs only on `go generate`
     "tests/test_app.py", "data/config.json", ".gitignore", "Makefile.txt", "src/setup.py.orig", "notes/makefile.md",
+    ".editorconfig", ".env.example", ".github/CODEOWNERS", ".prettierrc", "app/startup/init.py", "src/.gitkeep",
 ]
 
 

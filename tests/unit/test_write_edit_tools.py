@@ -140,3 +140,61 @@ def test_write_refuses_git_internals_and_escapes(tmp_path: Path) -> None:
         assert call(ctx, "Write", file_path=path, content="x").startswith("Error:"), path
     assert not (root / ".git" / "config").exists() and list(outside.iterdir()) == []
     assert not (tmp_path / "evil.txt").exists()
+
+
+class EditorSaves:
+    """An approver during whose question the user's editor saves the file (as in issue 40)."""
+
+    def __init__(self, path: Path, *changes: bytes, answer: bool = True) -> None:
+        self.path = path
+        self.changes = list(changes)
+        self.answer = answer
+        self.requests: list[object] = []
+
+    def decide(self, request):  # type: ignore[no-untyped-def]
+        from agent.core.approvals import ApprovalDecision
+
+        self.requests.append(request)
+        if self.changes:
+            self.path.write_bytes(self.changes.pop(0))
+        return ApprovalDecision(approved=self.answer)
+
+
+def test_an_approved_edit_is_made_again_on_what_the_user_saved_meanwhile_and_asked_again(tmp_path: Path) -> None:
+    target = tmp_path / "notes.txt"
+    target.write_text("alpha\nbeta\n")
+    approver = EditorSaves(target, b"alpha\nbeta\nthe user's line\n")
+    ctx = make_ctx(tmp_path, mode="ask", approver=approver)  # type: ignore[arg-type]
+    call(ctx, "Read", file_path="notes.txt")
+    out = call(ctx, "Edit", file_path="notes.txt", old_string="beta", new_string="BETA")
+    assert target.read_text() == "alpha\nBETA\nthe user's line\n"
+    assert "changed while the change waited" in out
+    assert len(approver.requests) == 2  # the new diff was shown again
+    assert "the user's line" in approver.requests[1].diff  # type: ignore[attr-defined]
+
+
+def test_an_edit_that_no_longer_applies_or_a_write_is_refused_and_the_users_file_kept(tmp_path: Path) -> None:
+    target = tmp_path / "notes.txt"
+    target.write_text("alpha\nbeta\n")
+    users = b"alpha\nrewritten by the user\n"
+    ctx = make_ctx(tmp_path, mode="ask", approver=EditorSaves(target, users))  # type: ignore[arg-type]
+    call(ctx, "Read", file_path="notes.txt")
+    out = call(ctx, "Edit", file_path="notes.txt", old_string="beta", new_string="BETA")
+    assert out.startswith("Error:") and "changed while the change waited for approval" in out
+    assert target.read_bytes() == users
+    # The next change needs a new Read.
+    assert call(ctx, "Write", file_path="notes.txt", content="x\n").startswith("Error:")
+
+    second = tmp_path / "other.txt"
+    second.write_text("one\n")
+    users = b"one\ntwo by the user\n"
+    ctx = make_ctx(tmp_path, mode="ask", approver=EditorSaves(second, users))  # type: ignore[arg-type]
+    call(ctx, "Read", file_path="other.txt")
+    out = call(ctx, "Write", file_path="other.txt", content="replaced\n")
+    assert out.startswith("Error:") and "Read it again" in out
+    assert second.read_bytes() == users
+
+    created = tmp_path / "new.txt"  # a file the user made while the agent's new file waited
+    ctx = make_ctx(tmp_path, mode="ask", approver=EditorSaves(created, b"mine\n"))  # type: ignore[arg-type]
+    assert call(ctx, "Write", file_path="new.txt", content="agent's\n").startswith("Error:")
+    assert created.read_bytes() == b"mine\n"

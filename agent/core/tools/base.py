@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from agent.core.output_budget import OutputBudget
+from agent.core.tools.errors import ToolError as ToolError  # the tools raise it from here
 from models.chat import ToolSpec
 
 if TYPE_CHECKING:
@@ -19,10 +21,6 @@ if TYPE_CHECKING:
     from agent.core.tools.readstate import ReadState
     from agent.sandbox.runner import CommandRunner
     from agent.sandbox.output_spool import SavedOutputs
-
-
-class ToolError(Exception):
-    """A failure reported to the model as `Error: <message>`; the loop goes on."""
 
 
 class ToolArgs(BaseModel):
@@ -88,10 +86,30 @@ def compact_schema(model: type[BaseModel]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": schema.get("required", [])}
 
 
+@dataclass(frozen=True)
+class CallSummary:
+    """A call's one-line form in the transcript: the argument a reader scans for, clipped to `limit`
+    characters, and a few extras shown beside it."""
+
+    subject: str
+    extras: list[str] = field(default_factory=list)
+    limit: int = 70
+
+
 class Tool(ABC, Generic[A]):
     name: ClassVar[str]
     description: ClassVar[str]
     args_model: ClassVar[type[ToolArgs]]
+    # What the rest of ribbit reads about a tool (approvals, the session's snapshots, the transcript):
+    # a new tool says it here and nowhere else.
+    changes_files: ClassVar[bool] = False  # writes files itself: its step is snapshotted for undo
+    runs_commands: ClassVar[bool] = False  # runs programs: sandboxed, snapshotted when the repository was writable
+    allowed_in_plan_mode: ClassVar[bool] = True  # False: plan mode refuses it outright
+
+    @classmethod
+    def summary(cls, arguments: Mapping[str, Any]) -> CallSummary | None:
+        """The transcript's one-line form of a call; None: every argument as `name=value`."""
+        return None
 
     @classmethod
     def spec(cls) -> ToolSpec:

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from pathlib import Path
 
 from pydantic import Field
@@ -8,7 +11,7 @@ from agent.core.approvals import Access, ApprovalDecision, BashApprovalRequest, 
 from agent.core.output_budget import OutputBudget
 from agent.sandbox.runner import CommandResult, SandboxError, tried_to_write
 from agent.sandbox.output_spool import Spool
-from agent.core.tools.base import Tool, ToolArgs, ToolContext, ToolError
+from agent.core.tools.base import CallSummary, Tool, ToolArgs, ToolContext, ToolError
 from agent.core.tools.paths import display_path
 
 MAX_OUTPUT_CHARS = 30_000
@@ -84,6 +87,11 @@ class BashTool(Tool[BashArgs]):
         "Output is stdout and stderr together."
     )
     args_model = BashArgs
+    runs_commands = True
+
+    @classmethod
+    def summary(cls, arguments: Mapping[str, Any]) -> CallSummary:
+        return CallSummary(str(arguments.get("command", "")))
 
     def run(self, args: BashArgs, ctx: ToolContext) -> str:
         if not args.command.strip():
@@ -98,7 +106,12 @@ class BashTool(Tool[BashArgs]):
         spool = ctx.outputs.new_spool() if ctx.outputs is not None else None
         result = self._execute(args, ctx, plan.access, spool)
         note = ""
-        if tried_to_write(result):
+        held = plan.held
+        if held is None and plan.may_ask_to_write and tried_to_write(result):
+            held = approvals.checkout_held()  # running it again writable needs the checkout
+        if held is not None:
+            note = f"Note: the command ran read-only: {held}." if plan.held or tried_to_write(result) else ""
+        elif tried_to_write(result):
             # Ask mode means what it says: a command that needs to write runs only after a yes.
             decision = approvals.decide(
                 CommandNeed(args.command, tried_to_write=True),

@@ -1,13 +1,17 @@
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import difflib
 import heapq
 import re
+from dataclasses import dataclass
 
 from pydantic import Field
 
 from agent.fs import detect_newline, is_binary, to_lf, with_newline
-from agent.core.tools.base import Tool, ToolArgs, ToolContext, ToolError
+from agent.core.tools.base import CallSummary, Tool, ToolArgs, ToolContext, ToolError
 from agent.core.tools.files import MAX_EDIT_BYTES, read_for_edit
 from agent.core.tools.paths import display_path, resolve_in_root
 from agent.core.tools.loose_match import AmbiguousLooseMatch, find_loose
@@ -84,6 +88,57 @@ def closest_region(text: str, needle: str) -> str:
     return format_numbered(lines[start:end], start + 1)
 
 
+@dataclass(frozen=True)
+class AppliedEdit:
+    """One Edit made on one text: what to write (`result`, in the file's own newlines) and what to report."""
+
+    result: str
+    edited: str  # the new text with LF newlines
+    found: list[int]
+    count: int
+    new: str
+    note: str
+
+
+def apply_edit(original: str, args: EditArgs, shown: str) -> AppliedEdit:
+    """old_string -> new_string on `original` (exact, else whitespace-loose when unique); ToolError when it does not apply."""
+    newline = detect_newline(original)
+    # CRLF files are matched as LF and written back with CRLF.
+    text, old, new = to_lf(original), to_lf(args.old_string), to_lf(args.new_string)
+    count = text.count(old)
+    note = ""
+    if not count:
+        # Whitespace-only differences (indentation, tabs, trailing spaces): applied when unique.
+        try:
+            loose = find_loose(text, old, new)
+        except AmbiguousLooseMatch as many:
+            where = ", ".join(str(n) for n in many.lines[:20])
+            places = str(len(many.lines)) if len(many.lines) <= 20 else "more than 20"
+            raise ToolError(
+                f"old_string was not found in {shown} as written; ignoring whitespace it matches {places} "
+                f"places (starting at lines {where}). Copy the exact text from a Read, with more lines to make it unique"
+            ) from None
+        if loose is None:
+            region = closest_region(text, old)
+            hint = f"\nThe closest region of {shown}:\n{region}" if region else ""
+            raise ToolError(f"old_string was not found in {shown}.{hint}")
+        old, new, note = text[loose.start : loose.end], loose.new_text, loose.note(shown) + "\n"
+        count = 1
+    found = occurrences(text, old, SHOWN_OCCURRENCES)
+    if count > 1 and not args.replace_all:
+        where = ", ".join(str(line) for line in dict.fromkeys(line_numbers(text, found)))
+        more = ", ..." if count > len(found) else ""
+        raise ToolError(
+            f"old_string occurs {count} times in {shown} (lines {where}{more}); "
+            "add surrounding lines to make it unique, or set replace_all"
+        )
+    replaced = count if args.replace_all else 1
+    if len(text) + replaced * (len(new) - len(old)) > MAX_EDIT_BYTES:
+        raise ToolError(f"the edited {shown} would be over {MAX_EDIT_BYTES // 1024 // 1024} MiB; nothing was changed")
+    edited = text.replace(old, new) if args.replace_all else text.replace(old, new, 1)
+    return AppliedEdit(result=with_newline(edited, newline), edited=edited, found=found, count=count, new=new, note=note)
+
+
 class EditTool(Tool[EditArgs]):
     name = "Edit"
     description = (
@@ -91,6 +146,13 @@ class EditTool(Tool[EditArgs]):
         "and be unique unless replace_all is true; include surrounding lines to make it unique."
     )
     args_model = EditArgs
+    changes_files = True
+    allowed_in_plan_mode = False
+
+    @classmethod
+    def summary(cls, arguments: Mapping[str, Any]) -> CallSummary:
+        extras = ["replace_all"] if arguments.get("replace_all") else []
+        return CallSummary(str(arguments.get("file_path", "")), extras, limit=200)
 
     def run(self, args: EditArgs, ctx: ToolContext) -> str:
         if args.old_string == args.new_string:
@@ -108,49 +170,29 @@ class EditTool(Tool[EditArgs]):
         if is_binary(data):
             raise ToolError(f"{shown} is a binary file; the agent does not edit binary files")
         original = data.decode("utf-8")
-        newline = detect_newline(original)
-        # CRLF files are matched as LF and written back with CRLF.
-        text, old, new = to_lf(original), to_lf(args.old_string), to_lf(args.new_string)
-        count = text.count(old)
-        note = ""
-        if not count:
-            # Whitespace-only differences (indentation, tabs, trailing spaces): applied when unique.
+        made = [apply_edit(original, args, shown)]
+
+        def again(current: str) -> str | None:
+            """The same edit on the file as it is now (it changed while the change waited): None if it no longer applies."""
             try:
-                loose = find_loose(text, old, new)
-            except AmbiguousLooseMatch as many:
-                where = ", ".join(str(n) for n in many.lines[:20])
-                places = str(len(many.lines)) if len(many.lines) <= 20 else "more than 20"
-                raise ToolError(
-                    f"old_string was not found in {shown} as written; ignoring whitespace it matches {places} "
-                    f"places (starting at lines {where}). Copy the exact text from a Read, with more lines to make it unique"
-                ) from None
-            if loose is None:
-                region = closest_region(text, old)
-                hint = f"\nThe closest region of {shown}:\n{region}" if region else ""
-                raise ToolError(f"old_string was not found in {shown}.{hint}")
-            old, new, note = text[loose.start : loose.end], loose.new_text, loose.note(shown) + "\n"
-            count = 1
-        found = occurrences(text, old, SHOWN_OCCURRENCES)
-        if count > 1 and not args.replace_all:
-            where = ", ".join(str(line) for line in dict.fromkeys(line_numbers(text, found)))
-            more = ", ..." if count > len(found) else ""
-            raise ToolError(
-                f"old_string occurs {count} times in {shown} (lines {where}{more}); "
-                "add surrounding lines to make it unique, or set replace_all"
-            )
-        replaced = count if args.replace_all else 1
-        if len(text) + replaced * (len(new) - len(old)) > MAX_EDIT_BYTES:
-            raise ToolError(f"the edited {shown} would be over {MAX_EDIT_BYTES // 1024 // 1024} MiB; nothing was changed")
-        edited = text.replace(old, new) if args.replace_all else text.replace(old, new, 1)
+                made.append(apply_edit(current, args, shown))
+            except ToolError:
+                return None
+            return made[-1].result
+
         outcome = ctx.changes.propose(
             tool_call_id=ctx.tool_call_id, tool=self.name, path=path, display=shown,
-            old_text=original, new_text=with_newline(edited, newline),
+            old_text=original, new_text=made[0].result, base=data, reapply=again,
         )
+        if outcome.stale:
+            raise ToolError(outcome.stale)
         if not outcome.applied:
             return rejection_text(shown, outcome.reason)
         if outcome.applied_hunks is not None:
-            return partial_text(shown, outcome.applied_hunks, outcome.total_hunks) + python_syntax_note(
+            return outcome.reapplied_note + partial_text(shown, outcome.applied_hunks, outcome.total_hunks) + python_syntax_note(
                 path, shown, outcome.text or "")
+        done = made[-1]
+        edited, found, count, new, note = done.edited, done.found, done.count, done.new, done.note
         first = line_of(edited, found[0])
         last = first + new.count("\n")
         lines = edited.split("\n")
@@ -158,4 +200,4 @@ class EditTool(Tool[EditArgs]):
         end = min(len(lines), last + CONTEXT_LINES)
         more = f" ({count} occurrences replaced; the first is shown)" if count > 1 and args.replace_all else ""
         region = format_numbered(lines[start - 1 : end], start)
-        return note + f"Edited {shown}{more}. The region now reads:\n" + region + python_syntax_note(path, shown, edited)
+        return outcome.reapplied_note + note + f"Edited {shown}{more}. The region now reads:\n" + region + python_syntax_note(path, shown, edited)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from agent.fs import NotRegularFile
 from agent.fs import open_regular as fs_open_regular
-from agent.core.tools.base import ToolError
+from agent.core.tools.errors import ToolError
 
 # Write and Edit hold the old and the new text and diff them: past this they are refused.
 MAX_EDIT_BYTES = 16 * 1024 * 1024

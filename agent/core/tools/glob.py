@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import os
 import time
 from pathlib import Path
@@ -8,7 +11,7 @@ from pydantic import Field
 
 from agent.git import GitError, session_repo
 from agent.fs import is_git_dir_name
-from agent.core.tools.base import Tool, ToolArgs, ToolContext, ToolError
+from agent.core.tools.base import CallSummary, Tool, ToolArgs, ToolContext, ToolError
 from agent.core.tools.files import open_regular
 from agent.glob_pattern import (
     IGNORE_READ_LIMIT, IGNORE_WALK_SECONDS, GlobPatternError, IgnoreRules, compile_glob, glob_matches, ignore_rules, ignored_by,
@@ -116,6 +119,11 @@ class GlobTool(Tool[GlobArgs]):
         "Returns paths relative to the repository root, newest first."
     )
     args_model = GlobArgs
+
+    @classmethod
+    def summary(cls, arguments: Mapping[str, Any]) -> CallSummary:
+        where = f" in {arguments['path']}" if arguments.get("path") else ""
+        return CallSummary(str(arguments.get("pattern", "")) + where)
 
     def run(self, args: GlobArgs, ctx: ToolContext) -> str:
         if not args.pattern.strip():

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from agent.fs import is_git_dir_name
-from agent.core.tools.base import ToolError
+from agent.core.tools.errors import ToolError
 
 PATH_MAX = 4096
 

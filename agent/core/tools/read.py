@@ -1,12 +1,15 @@
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import difflib
 import itertools
 from pathlib import Path
 
 from pydantic import Field
 
-from agent.core.tools.base import Tool, ToolArgs, ToolContext, ToolError
+from agent.core.tools.base import CallSummary, Tool, ToolArgs, ToolContext, ToolError
 from agent.core.tools.files import MAX_LINE_CHARS, MAX_WINDOW_BYTES, read_window
 from agent.core.tools.paths import display_path, resolve_in_root
 
@@ -59,6 +62,11 @@ class ReadTool(Tool[ReadArgs]):
         "Use offset and limit to page through large files."
     )
     args_model = ReadArgs
+
+    @classmethod
+    def summary(cls, arguments: Mapping[str, Any]) -> CallSummary:
+        extras = [f"{k}={arguments[k]}" for k in ("offset", "limit") if arguments.get(k) is not None]
+        return CallSummary(str(arguments.get("file_path", "")), extras, limit=200)
 
     def run(self, args: ReadArgs, ctx: ToolContext) -> str:
         # A Bash output ribbit saved (agent.sandbox.output_spool) is the one thing Read reads outside the root.

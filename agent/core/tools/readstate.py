@@ -8,7 +8,7 @@ from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel
 
-from agent.core.tools.base import ToolError
+from agent.core.tools.errors import ToolError
 from agent.core.tools.files import FileStamp, file_sha256
 from agent.core.tools.paths import resolve_in_root
 

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from pydantic import Field
 
 from agent.fs import is_binary
-from agent.core.tools.base import Tool, ToolArgs, ToolContext, ToolError
+from agent.core.tools.base import CallSummary, Tool, ToolArgs, ToolContext, ToolError
 from agent.core.tools.files import MAX_EDIT_BYTES, read_for_edit
 from agent.core.tools.paths import display_path, resolve_in_root
 from agent.core.tools.syntax_check import python_syntax_note
@@ -34,6 +37,13 @@ class WriteTool(Tool[WriteArgs]):
         "Prefer Edit for changing part of a file."
     )
     args_model = WriteArgs
+    changes_files = True
+    allowed_in_plan_mode = False
+
+    @classmethod
+    def summary(cls, arguments: Mapping[str, Any]) -> CallSummary:
+        lines = len(str(arguments.get("content", "")).splitlines())
+        return CallSummary(str(arguments.get("file_path", "")), [f"{lines} lines"], limit=200)
 
     def run(self, args: WriteArgs, ctx: ToolContext) -> str:
         path = resolve_in_root(ctx.root, args.file_path)
@@ -43,6 +53,7 @@ class WriteTool(Tool[WriteArgs]):
         if len(args.content) > MAX_EDIT_BYTES:
             raise ToolError(f"the content is {len(args.content)} characters; Write takes at most {MAX_EDIT_BYTES}")
         old_text: str | None = None
+        data: bytes | None = None
         if path.exists():
             ctx.read_state.check_writable(path, shown)
             data, _ = read_for_edit(path, shown)
@@ -53,8 +64,10 @@ class WriteTool(Tool[WriteArgs]):
                 return f"{shown} already has exactly this content; nothing changed."
         outcome = ctx.changes.propose(
             tool_call_id=ctx.tool_call_id, tool=self.name, path=path, display=shown,
-            old_text=old_text, new_text=args.content,
+            old_text=old_text, new_text=args.content, base=data,
         )
+        if outcome.stale:
+            raise ToolError(outcome.stale)
         if not outcome.applied:
             return rejection_text(shown, outcome.reason)
         if outcome.applied_hunks is not None:
