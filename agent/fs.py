@@ -263,6 +263,55 @@ def remove_empty_dir(path: Path) -> bool:
         return False
 
 
+CHAIN_WINDOW = 128  # descriptors remove_empty_folders holds at once (well under the usual 1,024 open files)
+
+
+def remove_empty_folders(folder: Path, stop: Path) -> None:
+    """rmdir `folder`, then each folder above it short of `stop`, until one is not an empty folder; no
+    link followed on the way. Each rmdir uses a descriptor of its parent from one walk down that serves
+    CHAIN_WINDOW levels: removing a 1,500-deep chain costs ~20,000 opens, not one walk from the root a
+    level (1.1 million)."""
+    refuse_git_dir(folder, "remove")  # (its parents have fewer components: none is `.git` if it is not)
+    while folder != stop and folder.is_relative_to(stop):
+        try:
+            chain = _parents_chain(folder, CHAIN_WINDOW)
+        except OSError:
+            return
+        try:
+            for fd in reversed(chain):  # the parent of `folder`, then its parent, ...
+                if folder == stop or not folder.is_relative_to(stop):
+                    return
+                try:
+                    os.rmdir(folder.name, dir_fd=fd)
+                    os.fsync(fd)
+                except OSError:
+                    return
+                folder = folder.parent
+        finally:
+            for fd in chain:
+                os.close(fd)
+
+
+def _parents_chain(path: Path, keep: int) -> list[int]:
+    """Descriptors of the last `keep` folders on the way to `path`'s folder (the last: its folder itself),
+    reached one component at a time from the root without following links, as parent_dir does."""
+    if not path.is_absolute():
+        raise ApplyError(f"refusing to write {path}: not an absolute path")
+    chain = [os.open(path.anchor or "/", DIR_FLAGS)]
+    try:
+        walked = Path(path.anchor or "/")
+        for part in path.parent.parts[1:]:
+            walked = walked / part
+            chain.append(_open_dir_at(chain[-1], part, walked))
+            if len(chain) > keep:
+                os.close(chain.pop(0))
+    except BaseException:
+        for fd in chain:
+            os.close(fd)
+        raise
+    return chain
+
+
 # What a write observer is told a link will hold: never the bytes of a text file ribbit writes.
 LINK_MARK = b"\0ribbit-link\0"
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -19,6 +20,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = "The engine's lookup drafter should not propose drafts shorter than two tokens. Find it, fix it, and check nothing else uses the old constant."
+
+
+def this_python_first() -> dict[str, str]:
+    """The environment `ribbit run` gets: this interpreter's folder first on PATH, as in an activated
+    virtual environment, so that the session's `python` commands (recorded as a user types them, no
+    machine's path in them) run on this interpreter and its packages."""
+    return {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
 
 
 def call(name: str, **params: object) -> str:
@@ -52,7 +60,7 @@ def turns(repo: Path) -> list[str]:
         "Read the drafting tests.\n" + think + call("Read", file_path="tests/engine/test_drafting.py", limit=60),
         "Fix draft_length so short matches still draft two tokens.\n" + think
         + call("Edit", file_path=drafting, old_string=draft_length, new_string=new_length),
-        "Check it imports.\n" + think + call("Bash", command=f"{sys.executable} -c 'import models.drafting as d; print(d.LookupDrafter().draft_length(1))'"),
+        "Check it imports.\n" + think + call("Bash", command="python -c 'import models.drafting as d; print(d.LookupDrafter().draft_length(1))'"),
         "Look at the memory planner's rollback accounting too.\n" + think + call("Read", file_path="models/memory.py", offset=150, limit=50),
         "Does anything else mention the constant?\n" + think + call("Bash", command="git grep -n 'MAX_DRAFT' -- '*.py' | head -20"),
         "The glob tool's docstring mentions drafting? Let me check.\n" + think + call("Read", file_path="agent/core/tools/glob.py", limit=40),
@@ -60,11 +68,11 @@ def turns(repo: Path) -> list[str]:
         + call("Edit", file_path="agent/core/tools/glob.py", old_string=glob_doc,
                new_string=glob_doc.replace('"""', '"""Glob (respects .gitignore). ', 1)),
         "Check the diff so far.\n" + think + call("Bash", command="git diff --stat"),
-        "Run the unit tests of the models package.\n" + think + call("Bash", command=f"{sys.executable} -m pytest -q -x tests/unit/test_models.py 2>&1 | tail -3"),
+        "Run the unit tests of the models package.\n" + think + call("Bash", command="python -m pytest -q -x tests/unit/test_models.py 2>&1 | tail -3"),
         "Read the README section about the engine.\n" + think + call("Bash", command="grep -n 'Engine' README.md | head"),
         "Check the README lines.\n" + think + call("Read", file_path="README.md", offset=60, limit=20),
         "Look at the whole diff.\n" + think + call("Bash", command="git diff"),
-        "Confirm the drafter test still passes quickly.\n" + think + call("Bash", command=f"{sys.executable} -c 'from models.drafting import LookupDrafter; import numpy as np; print(LookupDrafter().propose(np.array([1,2,3,1,2],dtype=np.intc),3,4))'"),
+        "Confirm the drafter test still passes quickly.\n" + think + call("Bash", command="python -c 'from models.drafting import LookupDrafter; import numpy as np; print(LookupDrafter().propose(np.array([1,2,3,1,2],dtype=np.intc),3,4))'"),
         "Everything is in place.\n" + think + call("Bash", command="git status --short"),
         "Done.\n" + think + "draft_length now drafts at least two tokens after a short match; the glob docstring says it respects .gitignore.",
     ]
@@ -83,7 +91,7 @@ def record(out: Path) -> None:
         transcript = Path(tmp) / "transcript.jsonl"
         subprocess.run([sys.executable, "-m", "app.cli", "run", TASK, "--repo", str(repo), "--model", f"replay:{replay}",
                         "--mode", "full-auto", "--no-sandbox", "--transcript", str(transcript)],
-                       check=False, cwd=ROOT, stdout=subprocess.DEVNULL)
+                       check=False, cwd=ROOT, env=this_python_first(), stdout=subprocess.DEVNULL)
         events = [json.loads(line) for line in transcript.read_text().splitlines()]
         raw = [json.loads(line)["text"] for line in replay.read_text().splitlines()]
     messages = [e["message"] for e in events if e["type"] == "message"]

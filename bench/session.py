@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -215,19 +214,11 @@ def bare_rates(path: Path, plan, prompt_tokens: int = 256, decode_tokens: int = 
     return prefill, decode
 
 
-# An interpreter named by absolute path in a recorded command (the recording machine's, e.g. `…/bin/python3`).
-RECORDED_PYTHON = re.compile(r"(?<![\w/.-])/[^\s'\"]*/bin/python[0-9.]*(?![\w/.-])")
-
-
-def local_python(text: str) -> str:
-    """`text` with every recorded interpreter path replaced by this process's interpreter."""
-    return RECORDED_PYTHON.sub(lambda _: sys.executable, text)
-
-
 def recorded_tree(session: Path, repo: Path) -> str:
-    """The commit whose files the session was recorded on (the one that added its fixture), so that its
-    recorded Reads and Edits meet the files they met then; HEAD where history does not have it."""
-    found = subprocess.run(["git", "-C", str(repo), "log", "-1", "--format=%H", "--", str(session.resolve())],
+    """The commit whose files the session was recorded on (the one that added its fixture; a later edit of
+    the fixture, such as its commands made portable, does not count), so that its recorded Reads and Edits
+    meet the files they met then; HEAD where history does not have it."""
+    found = subprocess.run(["git", "-C", str(repo), "log", "-1", "--diff-filter=A", "--format=%H", "--", str(session.resolve())],
                            capture_output=True, text=True, check=False).stdout.strip()
     return found or "HEAD"
 
@@ -236,6 +227,7 @@ def tools_wall(header: dict, steps: int, session: Path) -> float:
     """Wall time of the same turns through `ribbit run` with real tools and an instant (replay) model,
     on the files the session was recorded on."""
     from bench.record_session import ROOT as REPO
+    from bench.record_session import this_python_first
 
     with tempfile.TemporaryDirectory(prefix="ribbit-session-tools-") as tmp:
         repo = Path(tmp) / "ribbit"
@@ -246,12 +238,10 @@ def tools_wall(header: dict, steps: int, session: Path) -> float:
         for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["-c", "user.name=r", "-c", "user.email=r@r", "commit", "-qm", "b"]):
             subprocess.run(["git", "-C", str(repo), *args], check=True)
         replay = Path(tmp) / "turns.jsonl"
-        # The recorded Bash calls name the recording checkout's interpreter: this one runs them here.
-        turns = [local_python(t) for t in header["assistant_raw"][:steps]]
-        replay.write_text("".join(json.dumps({"text": t}) + "\n" for t in turns))
+        replay.write_text("".join(json.dumps({"text": t}) + "\n" for t in header["assistant_raw"][:steps]))
         started = time.perf_counter()
         subprocess.run([sys.executable, "-m", "app.cli", "run", header["task"], "--repo", str(repo), "--model",
-                        f"replay:{replay}", "--mode", "full-auto", "--no-sandbox"], cwd=REPO,
+                        f"replay:{replay}", "--mode", "full-auto", "--no-sandbox"], cwd=REPO, env=this_python_first(),
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
         return time.perf_counter() - started
 

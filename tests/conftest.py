@@ -12,6 +12,8 @@ import pytest
 
 from models.embedded import copy_path, embedded_model, shipped_model_path
 
+pytest_plugins = ["tests.tiers"]  # quick and slow tiers, from what each test uses
+
 
 def git(root: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True).stdout

@@ -1,2 +1,3 @@
 """The agent loop: a session drives the model through the five tools (loop, tools/), asking the one
-approval orchestrator; prompt, events and transcript. It knows nothing of Textual or llama.cpp."""
+approval orchestrator; the prompt and AGENTS.md instructions, events, the streamed turn, compaction and
+the tool-output budget. It knows nothing of Textual or llama.cpp."""

@@ -17,7 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from agent.fs import DIR_FLAGS, READ_FLAGS, ApplyError, WriteObserver, atomic_symlink, atomic_write, open_dir_confined, remove_empty_dir, remove_file
+from agent.fs import (
+    DIR_FLAGS, READ_FLAGS, ApplyError, WriteObserver, atomic_symlink, atomic_write, open_dir_confined, remove_empty_dir,
+    remove_empty_folders, remove_file,
+)
 from agent.git import GitError, one_line, shown
 from agent.undo.ignored import walk_folders
 from agent.undo.worktree import Blocked, TreeEntry
@@ -231,12 +234,7 @@ class UndoPlan:
         return restored, deleted
 
     def _prune(self, path: Path) -> None:
-        folder = path.parent
-        root = self.place.root
-        while folder != root and folder.is_relative_to(root):
-            if not remove_empty_dir(folder):
-                return
-            folder = folder.parent
+        remove_empty_folders(path.parent, self.place.root)
 
 
 def remove_empty_tree(path: Path) -> None:

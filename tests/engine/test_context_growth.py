@@ -18,7 +18,8 @@ from models.embedded import embedded_model_path
 from models.llama_backend import LlamaCppModel
 from models.memory import plan_memory
 
-START, LARGEST = 4096, 8192
+START, LARGEST = 4096, 8192  # the tiny qwen35 spends ~3,300 tokens on ribbit's system prompt: it starts at 4,096
+SMALL_START, SMALL_LARGEST = 2048, 4096  # SmolLM2 spends ~750: 2,048 holds the first task, and half the tokens to read
 TURN_TOKENS = 24
 
 
@@ -27,8 +28,9 @@ class Approve:
         return ApprovalDecision(approved=True)
 
 
-def load(path: Path, start: int, tmp_path: Path, draft: str = "none", temperature: float = 0.8) -> LlamaCppModel:
-    plan = plan_memory(path, LARGEST, start_context=start, rollback_tokens=8 if draft != "none" else 0)
+def load(path: Path, start: int, tmp_path: Path, draft: str = "none", temperature: float = 0.8,
+         largest: int = LARGEST) -> LlamaCppModel:
+    plan = plan_memory(path, largest, start_context=start, rollback_tokens=8 if draft != "none" else 0)
     return LlamaCppModel(path, plan=plan, temperature=temperature, seed=7, n_threads=2, draft=draft,  # type: ignore[arg-type]
                          persist_states=False, state_dir=tmp_path / "states")
 
@@ -42,8 +44,9 @@ def long_task(model: LlamaCppModel, tokens: int) -> str:
     return text
 
 
-def two_tasks(model: LlamaCppModel, repo: Path, second: str | None, transcript: Path) -> tuple[list[AgentEvent], str]:
-    """Two tasks in one session; the second (None: one that brings the conversation ~300 tokens past START)
+def two_tasks(model: LlamaCppModel, repo: Path, second: str | None, transcript: Path,
+              start: int = START, largest: int = LARGEST) -> tuple[list[AgentEvent], str]:
+    """Two tasks in one session; the second (None: one that brings the conversation ~300 tokens past `start`)
     is returned. The events of the first task come before a marker usage event of step -1."""
     events: list[AgentEvent] = []
     writer = TranscriptWriter(transcript)
@@ -54,13 +57,13 @@ def two_tasks(model: LlamaCppModel, repo: Path, second: str | None, transcript: 
 
     workspace = open_workspace(
         model, repo, mode="auto-edit", approver=Approve(), sink=sink, no_sandbox=True, watch=False,
-        limits=Limits(context=LARGEST, max_steps=1, turn_tokens=TURN_TOKENS), save=False,
+        limits=Limits(context=largest, max_steps=1, turn_tokens=TURN_TOKENS), save=False,
     )
     try:
         workspace.session.run("Say hi.")
         events.append(UsageEvent(step=-1, prompt_tokens=0, cached_tokens=0, evaluated_tokens=0, completion_tokens=0,
                                  prefill_s=0, decode_s=0))
-        second = second or long_task(model, START - model.context_used() + 300)
+        second = second or long_task(model, start - model.context_used() + 300)
         workspace.session.run(second)
     finally:
         workspace.close()
@@ -69,27 +72,29 @@ def two_tasks(model: LlamaCppModel, repo: Path, second: str | None, transcript: 
 
 
 @pytest.fixture(params=["embedded", "qwen35"])
-def model_path(request: pytest.FixtureRequest) -> Path:
+def sized_model(request: pytest.FixtureRequest) -> tuple[Path, int, int]:
+    """(GGUF, the context it starts with, the largest it may grow to)."""
     if request.param == "embedded":
-        return embedded_model_path()
-    return request.getfixturevalue("thinking_qwen35")  # the hybrid path: its recurrent state moves too
+        return embedded_model_path(), SMALL_START, SMALL_LARGEST
+    return request.getfixturevalue("thinking_qwen35"), START, LARGEST  # the hybrid path: its recurrent state moves too
 
 
 def test_a_second_task_that_outgrows_the_start_grows_the_context_without_reading_again(
-    model_path: Path, repo: Path, tmp_path: Path
+    sized_model: tuple[Path, int, int], repo: Path, tmp_path: Path
 ) -> None:
-    growing = load(model_path, START, tmp_path)
+    model_path, start, largest = sized_model
+    growing = load(model_path, start, tmp_path, largest=largest)
     try:
-        assert growing.info.context_allocated == START and growing.info.context_length == LARGEST
-        events, second = two_tasks(growing, repo, None, tmp_path / "growing.jsonl")
+        assert growing.info.context_allocated == start and growing.info.context_length == largest
+        events, second = two_tasks(growing, repo, None, tmp_path / "growing.jsonl", start, largest)
         grown_stream, grown_stats = growing.stream_tokens(), growing.stats
-        assert growing.info.context_allocated is not None and growing.info.context_allocated > START
+        assert growing.info.context_allocated is not None and growing.info.context_allocated > start
     finally:
         growing.close()
-    fixed = load(model_path, LARGEST, tmp_path)
+    fixed = load(model_path, largest, tmp_path, largest=largest)
     try:
-        assert fixed.info.context_allocated == LARGEST
-        two_tasks(fixed, repo, second, tmp_path / "fixed.jsonl")
+        assert fixed.info.context_allocated == largest
+        two_tasks(fixed, repo, second, tmp_path / "fixed.jsonl", start, largest)
         fixed_stream, fixed_stats = fixed.stream_tokens(), fixed.stats
     finally:
         fixed.close()
@@ -97,11 +102,11 @@ def test_a_second_task_that_outgrows_the_start_grows_the_context_without_reading
     marker = next(i for i, e in enumerate(events) if isinstance(e, UsageEvent) and e.step == -1)
     records = [json.loads(line) for line in (tmp_path / "growing.jsonl").read_text().splitlines()]
     growths = [r for r in records if r["type"] == "context"]
-    assert growths and growths[0]["from"] == START and growths[-1]["to"] > START and growths[0]["seconds"] >= 0
+    assert growths and growths[0]["from"] == start and growths[-1]["to"] > start and growths[0]["seconds"] >= 0
     assert not [e for e in events[:marker] if e.type == "context"]  # the first task fitted the start
     assert [e for e in events[marker:] if e.type == "context"]  # the second outgrew it
     assert not [r for r in (json.loads(x) for x in (tmp_path / "fixed.jsonl").read_text().splitlines()) if r["type"] == "context"]
-    assert len(grown_stream) > START
+    assert len(grown_stream) > start
     # Nothing read twice: every token of the stream was evaluated once, the same as with the largest context.
     assert grown_stats.evaluated == len(grown_stream) == fixed_stats.evaluated
     assert grown_stats.restored == 0

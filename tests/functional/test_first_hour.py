@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import xml_call
 from tests.functional.helpers import ribbit_run, ribbit_subprocess
 
@@ -67,6 +69,7 @@ def test_outside_git_is_said_once_and_the_run_goes_on(capsys, tmp_path, replay_f
     assert result.stderr.count("is not in a git repository") == 1
 
 
+@pytest.mark.real_model  # through the `default` SPEC, which tests/tiers.py cannot see
 def test_the_embedded_model_is_said_to_be_a_demo(capsys, tmp_path, repo):
     result = ribbit_run(capsys, tmp_path, repo, "default", "--max-steps", "1", "--max-turn-tokens", "8")
     assert "does not use the tools" in result.stderr and "--model" in result.stderr

@@ -76,6 +76,7 @@ def test_imatrix_is_loaded_and_used(checkpoints: Callable, converted: Callable, 
     assert any(a[n] != b[n] for n in a), "the importance matrix changed no quantised block"
 
 
+@pytest.mark.slow  # --verify loads the GGUF in llama.cpp and generates from it (inside quantize_main)
 def test_verify_reports_generation_and_agreement(checkpoints: Callable, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "v.gguf"
     assert quantize_main([str(checkpoints("qwen35")), "-o", str(out), "--type", "Q8_0", "--verify"], load_for_verify=load_llama) == 0

@@ -144,3 +144,26 @@ def test_confined_walk_and_drop_bits_never_go_through_a_link(tmp_path: Path) -> 
         os.close(top)
     assert stat.S_IMODE(victim.stat().st_mode) == 0o4755  # outside: untouched
     assert after is not None and stat.S_IMODE(inside.stat().st_mode) == 0o775
+
+
+def test_remove_empty_folders_takes_a_deep_chain_up_to_the_stop_and_no_further(tmp_path: Path) -> None:
+    """Undo's pruning: past several of its descriptor windows (CHAIN_WINDOW levels each), up to the first
+    folder that is not empty, and never through a link on the way."""
+    from agent.fs import CHAIN_WINDOW, remove_empty_folders
+
+    root = (tmp_path / "root").resolve()
+    depth = 2 * CHAIN_WINDOW + 40
+    deepest = root.joinpath(*["d"] * depth)
+    deepest.mkdir(parents=True)
+    (root / "d" / "d" / "keep.txt").write_text("x")  # the third folder down holds a file
+    remove_empty_folders(deepest, root)
+    assert (root / "d" / "d").is_dir() and not (root / "d" / "d" / "d").exists()
+    (root / "d" / "d" / "keep.txt").unlink()
+    remove_empty_folders(root / "d" / "d", root)
+    assert root.is_dir() and list(root.iterdir()) == []  # up to the stop, which stays
+
+    elsewhere = (tmp_path / "elsewhere").resolve()
+    (elsewhere / "x").mkdir(parents=True)
+    (root / "link").symlink_to(elsewhere)
+    remove_empty_folders(root / "link" / "x", root)
+    assert (elsewhere / "x").is_dir()  # reached only through a link: left alone

@@ -78,14 +78,28 @@ def test_bash_long_output_keeps_head_and_tail(tmp_path: Path) -> None:
     assert "lines cut" in out
 
 
+def gone(pid: int) -> bool:
+    """No such process, or a zombie (killed, not yet reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
 def test_bash_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
-    marker = tmp_path / "survived"
+    marker, pid_file = tmp_path / "survived", tmp_path / "pid"
     ctx = make_ctx(tmp_path)
     started = time.monotonic()
-    out = call(ctx, "Bash", command=f"(sleep 3; touch {marker}) & sleep 30", timeout=1)
+    out = call(ctx, "Bash", command=f"(echo $BASHPID > {pid_file}; sleep 3; touch {marker}) & sleep 30", timeout=1)
     assert out.endswith("Command timed out after 1 s")
     assert time.monotonic() - started < 20
-    time.sleep(3.5)
+    # The background job that would touch the marker died with its group (not left to finish its sleep):
+    # waited for by its pid, not by sleeping past the 3 s it would take.
+    job = int(pid_file.read_text())
+    deadline = time.monotonic() + 2.5
+    while not gone(job) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert gone(job), "the background job outlived the timeout"
     assert not marker.exists()
 
 
