@@ -36,5 +36,6 @@ class StampTool(Tool[StampArgs]):
             raise ToolError(f"{shown} exists; Stamp only creates files")
         outcome = ctx.changes.propose(
             tool_call_id=ctx.tool_call_id, tool=self.name, path=path, display=shown, old_text=None, new_text=args.text,
+            base=None,  # a new file: the write lands only while nothing is there
         )
         return f"stamped {shown}" if outcome.applied else f"the user rejected {shown}"
