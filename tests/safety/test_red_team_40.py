@@ -49,7 +49,7 @@ def editor_truncate_save(path: Path, text: str) -> None:
 
 
 def run_with_user_during_command(
-    repo: Path, state: Path, tmp_path: Path, command: str, user: Callable[[], None], *turns: str,
+    repo: Path, state: Path, tmp_path: Path, command: str, user: Callable[[], object], *turns: str,
     mode: str = "full-auto", timeout: int | None = None,
 ) -> subprocess.Popen[str]:
     """`ribbit run`: a Bash `command` (which must contain WAIT) then `turns`; `user()` acts while the
@@ -231,7 +231,7 @@ def test_undo_takes_back_a_fifo_the_command_made(repo: Path, tmp_path: Path) -> 
 # -- while a question waits (ask mode) ---------------------------------------------------------------
 
 
-def ask_then(repo: Path, tmp_path: Path, turns: tuple[str, ...], user: Callable[[], None], answers: int = 1) -> str:
+def ask_then(repo: Path, tmp_path: Path, turns: tuple[str, ...], user: Callable[[], object], answers: int = 1) -> str:
     replay = write_replay(tmp_path / "r.jsonl", *turns, "Stopped.")
     proc = ribbit_run(repo, replay, tmp_path / "t.jsonl", "--mode", "ask")
     seen = ""
