@@ -26,8 +26,23 @@ USERS = "def add(a, b):\n    return a - b  # the user's own version\n"
 FIX_ADD = xml_call("Edit", file_path="calc.py", old_string="a - b", new_string="a + b")
 QUESTION = "[y/n/n: reason] "
 # The command signals it has done its first part (a file it removes before it ends, so it leaves nothing)
-# and waits for the user's `go.mark` (a file of the user's, seen through the overlay's lower layer).
-WAIT = "touch ready.mark; i=0; until [ -e go.mark ] || [ $i -gt 900 ]; do sleep 0.05; i=$((i+1)); done; rm -f ready.mark"
+# and waits while the user acts (the user also leaves a file of theirs, `go.mark`). The wait is a `sleep` named WAIT_NAME that the test kills (`release`): a file the user creates in the lower
+# layer is not seen through the overlay once the name was looked up (a cached negative entry), so polling
+# for `go.mark` ran to its cap in every test.
+WAIT_NAME = "ribbit-rt40-wait"
+WAIT = f"touch ready.mark; (exec -a {WAIT_NAME} sleep 45) || true; rm -f ready.mark"
+
+
+def release() -> None:
+    """End the command's wait: kill the `sleep` named WAIT_NAME (its PID namespace is inside ours)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if (entry / "cmdline").read_bytes().startswith(WAIT_NAME.encode() + b"\0"):
+                os.kill(int(entry.name), signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            continue
 
 
 def needs_overlay() -> None:
@@ -67,6 +82,7 @@ def run_with_user_during_command(
             time.sleep(0.05)
         user()
         (repo / "go.mark").write_text("the user's new file\n")
+        release()
         proc.wait(timeout=180)
     finally:
         proc.kill()
@@ -338,7 +354,8 @@ def test_a_crashed_session_releases_the_checkout_and_leaves_the_users_edit(repo:
         proc.wait(timeout=30)
     finally:
         proc.kill()
-    (repo / "go.mark").write_text("go\n")  # the orphaned command (if still alive) ends
+    (repo / "go.mark").write_text("go\n")
+    release()  # the orphaned command (if still alive) ends
     time.sleep(1)
     assert (repo / "calc.py").read_text() == USERS
     second = write_replay(tmp_path / "b.jsonl", xml_call("Write", file_path="second.txt", content="2\n"), "Done.")
