@@ -211,6 +211,11 @@ def test_a_broken_settings_file_stops_ribbit_with_one_line(repo: Path, tmp_path:
 # -- host sockets ------------------------------------------------------------------------------------
 
 
+# Slow tier, though quick: the socket it plants on the host is one every sandbox started meanwhile masks,
+# and a concurrent test's command fails when the socket goes between its scan and bubblewrap's start
+# (`pytest -m quick -n 2`). That race is the product's too (a host socket that vanishes in those
+# milliseconds fails one command): noted in docs/security.md.
+@pytest.mark.slow
 def test_host_unix_sockets_cannot_be_connected(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
