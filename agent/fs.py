@@ -212,13 +212,7 @@ def _holds(fd: int, name: str) -> bytes | None | _Anything:
         return None
     except OSError:
         return ANYTHING
-    try:
-        chunks = []
-        while chunk := os.read(handle, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(handle)
+    return read_and_close(handle)
 
 
 def write_new_file(path: Path, data: bytes, *, executable: bool = False) -> None:
@@ -388,6 +382,17 @@ class NotRegularFile(OSError):
         self.mode = mode
 
 
+
+def read_and_close(handle: int) -> bytes:
+    """All of an open file's bytes from where it stands; the descriptor is closed."""
+    try:
+        chunks = []
+        while chunk := os.read(handle, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(handle)
+
 def open_regular(path: Path | str, dir_fd: int | None = None) -> tuple[int, os.stat_result]:
     """A read-only descriptor on a regular file, and its stat: the last component is never followed (a
     link swapped in after a check), a FIFO is never waited on. NotRegularFile (closing what it opened) for
@@ -407,13 +412,7 @@ def read_regular(path: Path) -> bytes | None:
             handle, _info = open_regular(path.name, dir_fd=fd)
     except OSError:
         return None
-    try:
-        chunks = []
-        while chunk := os.read(handle, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(handle)
+    return read_and_close(handle)
 
 
 def encode_text(new_text: str, old_text: str | None) -> bytes:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.fs import (
+    read_and_close,
     DIR_FLAGS,
     special_mark,
     ApplyError,
@@ -408,13 +409,7 @@ def _lstat_at(fd: int, name: str) -> os.stat_result | None:
 
 def _read_at(fd: int, name: str) -> bytes:
     handle, _info = open_regular(name, dir_fd=fd)
-    try:
-        chunks = []
-        while chunk := os.read(handle, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(handle)
+    return read_and_close(handle)
 
 
 def _opaque(fd: int) -> bool:
