@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from textual.message import Message
 
 from agent.session import AgentEvent, ApprovalDecision, ApprovalRequest, ReasoningDelta, TextDelta, UsageEvent
+from app.approver import FutureApprover
 from app.messages import ApprovalRequested, EventsReady
 
 
@@ -85,37 +86,13 @@ class EventBridge:
         return coalesce(items), deltas
 
 
-class TuiApprover:
-    """The agent's Approver: post the request with a Future, block until the UI resolves it."""
+class TuiApprover(FutureApprover):
+    """The agent's Approver in the TUI: post the request with its Future; the UI resolves it."""
 
     def __init__(self, bridge: EventBridge) -> None:
+        super().__init__()
         self.bridge = bridge
-        self._pending: set[Future[ApprovalDecision]] = set()
-        self._lock = threading.Lock()
-        self._closed = False
 
-    def decide(self, request: ApprovalRequest) -> ApprovalDecision:
-        future: Future[ApprovalDecision] = Future()
-        with self._lock:
-            if self._closed:
-                return ApprovalDecision(approved=False, reason="ribbit is shutting down")
-            self._pending.add(future)
+    def send(self, request: ApprovalRequest, future: Future[ApprovalDecision]) -> bool:
         self.bridge.push_approval(ApprovalRequested(request=request, future=future))
-        try:
-            return future.result()
-        finally:
-            with self._lock:
-                self._pending.discard(future)
-
-    def reject_pending(self, reason: str) -> None:
-        """Answer no to every open question (Esc, quit), so the agent thread moves on at once."""
-        with self._lock:
-            pending = list(self._pending)
-        for future in pending:
-            if not future.done():
-                future.set_result(ApprovalDecision(approved=False, reason=reason))
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-        self.reject_pending("ribbit is shutting down")
+        return True

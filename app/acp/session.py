@@ -43,6 +43,7 @@ from agent.session import (
     SessionError,
     Workspace,
 )
+from app.approver import FutureApprover
 from app.acp.commands import COMMANDS, available_commands, parse_command
 from app.acp.permissions import ALLOW_ONCE, REJECT, decision_from, permission_request
 from app.acp.prompt import PromptError, prompt_text
@@ -86,42 +87,19 @@ class ModelTurns:
             self.lock.release()
 
 
-class EditorApprover:
+class EditorApprover(FutureApprover):
     """The agent's Approver: each question becomes a session/request_permission; the agent thread waits."""
 
     def __init__(self, session: AcpSession) -> None:
+        super().__init__()
         self.session = session
-        self._pending: set[Future[ApprovalDecision]] = set()
-        self._lock = threading.Lock()
-        self._closed = False
 
-    def decide(self, request: ApprovalRequest) -> ApprovalDecision:
-        future: Future[ApprovalDecision] = Future()
-        with self._lock:
-            if self._closed:
-                return ApprovalDecision(approved=False, reason="ribbit is shutting down")
-            self._pending.add(future)
+    def send(self, request: ApprovalRequest, future: Future[ApprovalDecision]) -> bool:
         try:
             self.session.loop.call_soon_threadsafe(self.session.ask, request, future)
         except RuntimeError:  # the loop is gone
-            return ApprovalDecision(approved=False, reason="ribbit is shutting down")
-        try:
-            return future.result()
-        finally:
-            with self._lock:
-                self._pending.discard(future)
-
-    def reject_pending(self, reason: str) -> None:
-        with self._lock:
-            pending = list(self._pending)
-        for future in pending:
-            if not future.done():
-                future.set_result(ApprovalDecision(approved=False, reason=reason))
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-        self.reject_pending("ribbit is shutting down")
+            return False
+        return True
 
 
 Notify = Callable[[dict[str, Any]], None]
