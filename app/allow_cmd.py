@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from app.args import Parser, UsageError
+from app.args import Parser, parse_or_print
 from app.visible import visible
 
 
@@ -22,10 +22,8 @@ def allow_parser() -> Parser:
 
 
 def allow_main(argv: Sequence[str]) -> int:
-    try:
-        args = allow_parser().parse_args(list(argv))
-    except UsageError as exc:
-        print(exc, file=sys.stderr)
+    args = parse_or_print(allow_parser(), argv)
+    if args is None:
         return 2
     from agent.session import SetupError, check_repo, command_prefix, project_allow_list
 

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from app.args import Parser, UsageError
+from app.args import Parser, parse_or_print
 
 
 def doctor_parser() -> Parser:
@@ -20,10 +20,8 @@ def doctor_parser() -> Parser:
 
 
 def doctor_main(argv: Sequence[str]) -> int:
-    try:
-        args = doctor_parser().parse_args(list(argv))
-    except UsageError as exc:
-        print(exc, file=sys.stderr)
+    args = parse_or_print(doctor_parser(), argv)
+    if args is None:
         return 2
     from agent.session import agent_checks
     from models.backends import resolve_spec

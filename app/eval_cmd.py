@@ -22,7 +22,7 @@ from models.api_keys import redact
 from models.backends import backend_for
 from models.base import ModelError
 from app.args import Parser as EvalParser
-from app.args import UsageError
+from app.args import parse_or_print
 from app.args import positive as positive_int
 from app.args import positive_float
 from app.visible import visible
@@ -230,10 +230,8 @@ def demo_note(models: Sequence[str]) -> str | None:
 
 
 def eval_main(argv: list[str]) -> int:
-    try:
-        args = eval_parser().parse_args(argv)
-    except UsageError as exc:
-        print(exc, file=sys.stderr)
+    args = parse_or_print(eval_parser(), argv)
+    if args is None:
         return 2
     models = [m.strip() or "default" for m in args.model]
     if len(set(models)) != len(models):
