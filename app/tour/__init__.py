@@ -63,16 +63,9 @@ def tour_main(argv: Sequence[str]) -> int:
 
 
 def part_one(root: Path, args: argparse.Namespace) -> int:
-    from app.app import make_app
+    from app.app import make_app, run_app
 
-    app = make_app(root, f"replay:{TOUR_REPLAY}", mode="ask", no_sandbox=args.no_sandbox, intro=INTRO, task=TASK)
-    try:
-        code = app.run()
-    finally:
-        app.shutdown_agent()
-        app.join_agent()
-        app.close_workspace()
-    return code or 0
+    return run_app(make_app(root, f"replay:{TOUR_REPLAY}", mode="ask", no_sandbox=args.no_sandbox, intro=INTRO, task=TASK))
 
 
 def part_two(root: Path, args: argparse.Namespace) -> int:
