@@ -4,8 +4,7 @@ decides the exit code (2) and prints one line; value types with messages a user 
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from models.backends import EngineOptions
 
@@ -19,15 +18,6 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{self.prog}: error: {message}")
-
-
-def parse_or_print(parser: Parser, argv: Sequence[str]) -> argparse.Namespace | None:
-    """A subcommand's arguments, or None once its usage error is printed (the command then exits 2)."""
-    try:
-        return parser.parse_args(list(argv))
-    except UsageError as exc:
-        print(exc, file=sys.stderr)
-        return None
 
 
 def _number(text: str, kind: type[int] | type[float], ok: Callable[[float], bool], why: str) -> float:

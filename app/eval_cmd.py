@@ -22,7 +22,6 @@ from models.api_keys import redact
 from models.backends import backend_for
 from models.base import ModelError
 from app.args import Parser as EvalParser
-from app.args import parse_or_print
 from app.args import positive as positive_int
 from app.args import positive_float
 from app.visible import visible
@@ -224,9 +223,7 @@ def demo_note(models: Sequence[str]) -> str | None:
 
 
 def eval_main(argv: list[str]) -> int:
-    args = parse_or_print(eval_parser(), argv)
-    if args is None:
-        return 2
+    args = eval_parser().parse_args(list(argv))
     models = [m.strip() or "default" for m in args.model]
     if len(set(models)) != len(models):
         print("ribbit eval: error: the same --model is given twice", file=sys.stderr)

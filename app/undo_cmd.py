@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from agent.session import JournalError, journaled_sessions, undo_session
-from app.args import Parser, parse_or_print
+from app.args import Parser
 from app.visible import visible, visible_line
 from app.words import counted
 
@@ -21,9 +21,7 @@ def _parser() -> Parser:
 
 
 def undo_main(argv: list[str]) -> int:
-    args = parse_or_print(_parser(), argv)
-    if args is None:
-        return 2
+    args = _parser().parse_args(list(argv))
     if args.list and args.session:
         print("ribbit undo: error: give either --list or a SESSION", file=sys.stderr)
         return 2
@@ -52,7 +50,3 @@ def undo_main(argv: list[str]) -> int:
         return 1
     print(visible(result.summary()))
     return 1 if result.not_restored else 0  # a partial undo is not a success: the line names what was left
-
-
-if __name__ == "__main__":
-    sys.exit(undo_main(sys.argv[1:]))

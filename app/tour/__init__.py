@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from app.args import Parser, parse_or_print
+from app.args import Parser
 
 DATA = Path(__file__).resolve().parent
 TOUR_REPLAY = DATA / "scripted-tour.jsonl"
@@ -38,9 +38,7 @@ def tour_parser() -> Parser:
 
 
 def tour_main(argv: Sequence[str]) -> int:
-    args = parse_or_print(tour_parser(), argv)
-    if args is None:
-        return 2
+    args = tour_parser().parse_args(list(argv))
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         print("ribbit tour: error: the tour needs a terminal for its input and output", file=sys.stderr)
         return 2
