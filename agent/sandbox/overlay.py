@@ -32,6 +32,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from agent.fs import (
     read_and_close,
@@ -50,6 +51,9 @@ from agent.fs import (
 # Directory xattrs overlayfs sets on a folder the command removed and made again ("y": the lower
 # folder's entries are hidden): `trusted.` as root, `user.` with userxattr.
 OPAQUE_XATTRS = ("trusted.overlay.opaque", "user.overlay.opaque")
+# Set on a file overlayfs copied up from the checkout (when the checkout's file system can name its files:
+# ext4, xfs, btrfs, tmpfs...): the command changed a file that was there.
+ORIGIN_XATTRS = ("trusted.overlay.origin", "user.overlay.origin")
 NAMED = 5
 # What mount's option string cannot carry in a path.
 _UNMOUNTABLE = set(",:\\\n")
@@ -128,6 +132,13 @@ def usable_for(root: Path) -> Path | None:
     return base if overlay_works() else None
 
 
+class ApplyObserver(WriteObserver, Protocol):
+    """The watcher, as applying an upper layer needs it: told of each write first, and asked whether someone
+    else changed a path while the command ran (a removal leaves no ctime to compare)."""
+
+    def changed_by_others(self, path: Path) -> bool: ...
+
+
 @dataclass
 class OverlayReport:
     applied: list[str] = field(default_factory=list)
@@ -199,7 +210,7 @@ class OverlayRun:
 
     # -- applying -------------------------------------------------------------------------------
 
-    def apply(self, observer: WriteObserver | None) -> OverlayReport:
+    def apply(self, observer: ApplyObserver | None) -> OverlayReport:
         """The upper layer onto the checkout: files written, made, removed (whiteouts, opaque folders).
         Folders are walked by descriptor, without recursion and without following a link, however deep."""
         report = OverlayReport()
@@ -229,7 +240,7 @@ class OverlayRun:
         return report
 
     def _apply_entry(
-        self, up: int, down: int, name: str, rel: str, observer: WriteObserver | None, report: OverlayReport,
+        self, up: int, down: int, name: str, rel: str, observer: ApplyObserver | None, report: OverlayReport,
     ) -> bool:
         """One entry of the upper layer; True for a folder to walk."""
         info = os.lstat(name, dir_fd=up)
@@ -269,6 +280,9 @@ class OverlayRun:
         if stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode):
             if now is not None and self._changed_meanwhile(down, name, now):
                 report.kept.append(rel)
+                return False
+            if now is None and (_copied_up(up, name) or (observer is not None and observer.changed_by_others(dest))):
+                report.kept.append(rel)  # someone removed it while the command ran: their removal stands
                 return False
             if now is not None and stat.S_ISDIR(now.st_mode):
                 _remove_at(down, name, dest, observer)
@@ -410,6 +424,20 @@ def _lstat_at(fd: int, name: str) -> os.stat_result | None:
 def _read_at(fd: int, name: str) -> bytes:
     handle, _info = open_regular(name, dir_fd=fd)
     return read_and_close(handle)
+
+
+def _copied_up(fd: int, name: str) -> bool:
+    """Whether an upper-layer file is a copy of a checkout file the command changed (overlayfs marks the copy
+    with its origin), not one the command made: a copy whose checkout file is gone now was removed by
+    someone else while the command ran."""
+    for xattr in ORIGIN_XATTRS:
+        try:
+            # (ribbit's own folder, hidden from every command: its path through /proc is safe to name)
+            os.getxattr(f"/proc/self/fd/{fd}/{name}", xattr, follow_symlinks=False)
+            return True
+        except OSError:
+            continue
+    return False
 
 
 def _opaque(fd: int) -> bool:

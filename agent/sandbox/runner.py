@@ -40,8 +40,8 @@ from agent.sandbox.bwrap import SandboxView, bwrap_can_cap_tmpfs, bwrap_works, c
 from agent.sandbox.config import (
     Access, SandboxSettings, exposed_aliases, exposed_inside, expand, hidden_paths, host_socket_paths, sandbox_env,
 )
-from agent.fs import CREATE_FLAGS, READ_FLAGS, WriteObserver
-from agent.sandbox.overlay import OverlayRun, sweep_stale, usable_for
+from agent.fs import CREATE_FLAGS, READ_FLAGS
+from agent.sandbox.overlay import ApplyObserver, OverlayRun, sweep_stale, usable_for
 from agent.paths import home_dir
 
 if TYPE_CHECKING:
@@ -214,7 +214,7 @@ class LocalRunner:
         self.settings = settings or SandboxSettings()
         self.writable_runs = 0  # commands that could change the repository (the journal snapshots after them)
         # Told of each file ribbit writes for a command whose writes were kept apart (agent.sandbox.overlay).
-        self.write_observer: WriteObserver | None = None
+        self.write_observer: ApplyObserver | None = None
         self.quota = WriteQuota(self.root, self.settings.write_quota_mb)
         # A submodule's `.git` is a work-tree path: guarded as its state was when the session started.
         self.submodules = read_submodules(self.root)

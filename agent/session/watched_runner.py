@@ -15,12 +15,13 @@ if TYPE_CHECKING:
 
 
 class WatchedRunner:
-    """A CommandRunner whose commands the watcher attributes to the agent.
+    """A CommandRunner whose commands' changes the watcher attributes.
 
     A command whose writes are kept apart (agent.sandbox.overlay) changes the checkout only through ribbit's
     own writes afterwards, each one recognised by its content: while it runs, every change the watcher sees
-    is someone else's. Any other writable command (no sandbox, no overlay on this system): what changes
-    while it runs is counted as the command's, for nothing can tell the two apart."""
+    is someone else's (and the overlay asks the watcher of a file gone meanwhile). Any other writable command
+    (no sandbox, no overlay on this system): what changes while it runs is uncertain, the command's or
+    anyone's, for nothing can tell the two apart; undo names such files and leaves them."""
 
     def __init__(self, inner: CommandRunner, watcher: RepoWatcher) -> None:
         self.inner = inner

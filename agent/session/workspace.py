@@ -31,7 +31,7 @@ from agent.sandbox.config import SandboxConfigError, load_settings
 from agent.sandbox.output_spool import SavedOutputs
 from agent.session.store import SavedSession, SessionRecorder, SessionStore
 from agent.session.transcript import fanout
-from agent.undo.watcher import ExternalChange, RepoWatcher
+from agent.undo.watcher import Changes, ExternalChange, RepoWatcher
 from agent.session.watched_runner import WatchedRunner
 from agent.session.bang import BEFORE_STEP, USER_STEP, UserCommandResult, run_user_command
 from agent.session.commands import CustomCommand, load_commands
@@ -103,6 +103,11 @@ def external_note(change: ExternalChange) -> str:
         "Note: files changed outside the agent since your last turn: " + ", ".join(shown) + more
         + ". Read them again before editing them."
     )
+
+
+def _changes(watcher: RepoWatcher | None) -> Changes:
+    """What changed since the journal's last snapshot, by whom (nothing known without a watcher)."""
+    return watcher.take_since_snapshot() if watcher is not None else Changes(set(), set(), set())
 
 
 def locked_sink(sink: EventSink) -> EventSink:
@@ -242,16 +247,15 @@ class JournaledWrites:
         version, as someone else's, before the change lands, so undoing the change gives it back."""
         if not self.journal.snapshots:
             return
-        foreign: set[str] = set()
-        mixed: set[str] = set()
+        changes = Changes(set(), set(), set())
         if self.watcher is not None:
             self.watcher.sync()  # its event, delivered now, is judged as what it is: not the agent's
-            foreign, mixed = self.watcher.take_since_snapshot()
+            changes = self.watcher.take_since_snapshot()
         try:
-            foreign.add(path.relative_to(self.journal.root).as_posix())
+            changes.foreign.add(path.relative_to(self.journal.root).as_posix())
         except ValueError:
             pass
-        for line in self.journal.record_step("changed outside while a change waited", foreign=foreign, mixed=mixed):
+        for line in self.journal.record_step("changed outside while a change waited", *changes):
             self.notify(line)
 
 
@@ -396,13 +400,14 @@ class Workspace:
         user's (undo never takes it back), and keep its output for the model's next prompt."""
         journal, watcher = self.journal, self.watcher
         if journal.snapshots:  # what happened before it stays apart from what it does
-            foreign, mixed = watcher.take_since_snapshot() if watcher else (set(), set())
-            for line in journal.record_step(BEFORE_STEP, foreign=foreign, mixed=mixed):
+            for line in journal.record_step(BEFORE_STEP, *_changes(watcher)):
                 self.session.sink(NoticeEvent(level="warning", text=line))
         self._bang_cancel.clear()
         root = self.session.root
         spool = self.outputs.new_spool() if self.outputs is not None else None  # the whole output, for Read
         if self.bang_sandbox:
+            if watcher is not None:
+                watcher.settle()  # what its overlay finds removed by others is counted from here
             inner = self.runner.inner if isinstance(self.runner, WatchedRunner) else self.runner
             ran = inner.run(command, root, 3600.0, self._bang_cancel, access="read-write", spool=spool)
             result = UserCommandResult(command=command, output=ran.output, exit_code=None if ran.cancelled else ran.exit_code,
@@ -412,8 +417,8 @@ class Workspace:
         if watcher is not None:
             watcher.sync()
         if journal.snapshots:
-            foreign, _mixed = watcher.take_since_snapshot() if watcher else (set(), set())
-            for line in journal.record_user_step(f"{USER_STEP}: {command[:80]}", foreign=foreign):
+            changes = _changes(watcher)
+            for line in journal.record_user_step(f"{USER_STEP}: {command[:80]}", foreign=changes.foreign | changes.uncertain):
                 self.session.sink(NoticeEvent(level="warning", text=line))
         output = fit_output(result.output, result.dropped_lines, self.session.output_budget(), spool).rstrip("\n")
         self.handed.append(f"The user ran `{command}` in the repository ({result.status()}); its output:\n"
@@ -508,13 +513,14 @@ class Workspace:
         if watcher is not None and self.journal.has_pending():
             self.journal.others_changed(*watcher.take_since_snapshot())
         result = self.journal.undo_last(observer=watcher)
-        kept = list(result.kept)
+        kept, uncertain = list(result.kept), list(result.uncertain)
         # A `!command`'s steps hold only the user's changes (kept by any undo): /undo means the agent's
         # last change, so it goes on to the step before them.
         while result.undone.startswith((USER_STEP, BEFORE_STEP)) and len(self.journal.snapshots) > 1:
             result = self.journal.undo_last(observer=watcher)
             kept += [p for p in result.kept if p not in kept]
-        return result.model_copy(update={"kept": kept})
+            uncertain += [p for p in result.uncertain if p not in uncertain]
+        return result.model_copy(update={"kept": kept, "uncertain": uncertain})
 
     def _check_checkout(self) -> None:
         held = self.checkout.try_take() if self.checkout is not None else None
@@ -736,8 +742,7 @@ def open_workspace(
         def before_task(prompt: str) -> None:
             # The files as they are when the prompt arrives: the point /rewind puts them back to.
             if journal.snapshots:  # none in a read-only checkout (plan mode): nothing to put back
-                foreign, mixed = watcher.take_since_snapshot() if watcher else (set(), set())
-                for line in journal.record_step("before a prompt", foreign=foreign, mixed=mixed):
+                for line in journal.record_step("before a prompt", *_changes(watcher)):
                     sink(NoticeEvent(level="warning", text=line))
             report.task_started()
             assert recorder is not None
@@ -788,8 +793,7 @@ def snapshot_changes(
         else:
             changed |= any(kind is not None and kind.runs_commands for kind in kinds)
         if changed:
-            foreign, mixed = watcher.take_since_snapshot() if watcher else (set(), set())
-            for line in journal.record_step(f"step {step}", foreign=foreign, mixed=mixed):
+            for line in journal.record_step(f"step {step}", *_changes(watcher)):
                 sink(NoticeEvent(level="warning", text=line))
 
     return after_step

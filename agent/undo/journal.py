@@ -75,6 +75,9 @@ class UndoResult(BaseModel):
     restored: list[str]  # written back with their earlier bytes
     deleted: list[str]  # files the agent had created, removed again
     kept: list[str] = []  # changed only by the user during the step: left as the user has them
+    # Changed while a command wrote to the checkout directly (no sandbox, or no overlay on this system): the
+    # command's or anyone's, nobody can tell; left as they are, never taken back.
+    uncertain: list[str] = []
     # Changed by the undone steps but with no earlier bytes in the journal (path, why): left as they are.
     not_restored: list[tuple[str, str]] = []
     # Of those put back, the ones changed after the last recorded step (by a step the journal could not record,
@@ -89,6 +92,9 @@ class UndoResult(BaseModel):
             parts.append("removed " + ", ".join(map(shown, self.deleted)))
         if self.kept:
             parts.append("kept your changes to " + ", ".join(map(shown, self.kept)))
+        if self.uncertain:
+            parts.append("left as they are (changed while a command ran outside the overlay, so ribbit cannot tell "
+                         "whose change they are): " + ", ".join(map(shown, self.uncertain)))
         if self.unrecorded_step:
             parts.append("changed after the last recorded step (an unrecorded step's, or yours since), taken back too: "
                          + ", ".join(map(shown, self.unrecorded_step)))
@@ -158,9 +164,9 @@ class Journal:
         self._commit_texts: dict[str, str] = {}
         self._metas: dict[str, dict] = {}  # type: ignore[type-arg]  # the meta of commits made here
         self._notices: list[str] = []
-        # A step the journal could not record (a full disk): (label, foreign, mixed); undo still takes it back,
-        # and what others changed since (see others_changed) counts as theirs.
-        self._pending: tuple[str, list[str], list[str]] | None = None
+        # A step the journal could not record (a full disk): (label, foreign, mixed, uncertain); undo still takes
+        # it back, and what others changed since (see others_changed) counts as theirs.
+        self._pending: tuple[str, list[str], list[str], list[str]] | None = None
         # Root-relative paths the agent's steps changed (someone else's changes left out): "files changed".
         self.agent_changed: set[str] = set()
 
@@ -180,11 +186,14 @@ class Journal:
 
     # -- snapshots ------------------------------------------------------------------------------
 
-    def snapshot(self, label: str, foreign: Iterable[str] = (), mixed: Iterable[str] = ()) -> str:
+    def snapshot(
+        self, label: str, foreign: Iterable[str] = (), mixed: Iterable[str] = (), uncertain: Iterable[str] = (),
+    ) -> str:
         """Commit the working tree (tracked + untracked non-ignored files); returns its sha.
 
         `foreign`: paths only someone else changed since the previous snapshot (kept on undo);
-        `mixed`: paths both the agent and someone else changed (undo refuses them).
+        `mixed`: paths both the agent and someone else changed (undo refuses them);
+        `uncertain`: paths changed while a command wrote to the checkout directly (kept on undo, named).
         A snapshot identical to the previous one is not recorded again.
         """
         with self._lock:
@@ -202,6 +211,8 @@ class Journal:
                 meta: dict[str, object] = {
                     "scope": self.scope, "label": label, "foreign": sorted(set(foreign)), "mixed": sorted(set(mixed)),
                 }
+                if uncertain:
+                    meta["uncertain"] = sorted(set(uncertain))
                 if unrecorded:
                     meta["unrecorded"] = unrecorded
                 if index.uncopied:  # of those, the files the patch reads from disk
@@ -239,18 +250,21 @@ class Journal:
                 f"journal: took off setuid/setgid/sticky or group/world-write bits a command set: {named}{more}"
             )
 
-    def record_step(self, label: str, foreign: Iterable[str] = (), mixed: Iterable[str] = ()) -> list[str]:
+    def record_step(
+        self, label: str, foreign: Iterable[str] = (), mixed: Iterable[str] = (), uncertain: Iterable[str] = (),
+    ) -> list[str]:
         """Snapshot after a step; never raises. Returns notices for the user (one line each).
 
         A step that cannot be recorded (a full disk) is remembered: undo then compares the files with the
         last snapshot that was recorded and puts back what differs, writing nothing to the journal."""
-        foreign, mixed = list(foreign), list(mixed)
+        foreign, mixed, uncertain = list(foreign), list(mixed), list(uncertain)
         if self._pending is not None:  # the earlier unrecorded step's others still count
-            foreign, mixed = foreign + self._pending[1], mixed + self._pending[2]
+            _label, had_foreign, had_mixed, had_uncertain = self._pending
+            foreign, mixed, uncertain = foreign + had_foreign, mixed + had_mixed, uncertain + had_uncertain
         try:
-            self.snapshot(label, foreign, mixed)
+            self.snapshot(label, foreign, mixed, uncertain)
         except JournalError as exc:
-            self._pending = (label, foreign, mixed)
+            self._pending = (label, foreign, mixed, uncertain)
             self._notices.append(
                 f"journal: {label} could not be recorded ({exc}); undo compares the files with the last recorded "
                 "snapshot instead"
@@ -323,14 +337,14 @@ class Journal:
     def _open_ref(self, session_id: str) -> str:
         return f"{self.namespace}/{session_id}/open"
 
-    def others_changed(self, foreign: Iterable[str], mixed: Iterable[str]) -> bool:
+    def others_changed(self, foreign: Iterable[str], mixed: Iterable[str], uncertain: Iterable[str] = ()) -> bool:
         """Changes someone else made since a step the journal could not record (a full disk): they join that
         step's, so its undo keeps them. False (nothing taken) when no step is waiting to be recorded."""
         with self._lock:
             if self._pending is None:
                 return False
-            label, had_foreign, had_mixed = self._pending
-            self._pending = (label, had_foreign + list(foreign), had_mixed + list(mixed))
+            label, had_foreign, had_mixed, had_uncertain = self._pending
+            self._pending = (label, had_foreign + list(foreign), had_mixed + list(mixed), had_uncertain + list(uncertain))
             return True
 
     def guard_write(self, path: Path) -> None:
@@ -622,9 +636,8 @@ class Journal:
         """
         with self._lock:
             if self._pending is not None:
-                label, foreign, mixed = self._pending
                 try:
-                    self.snapshot(label, foreign, mixed)  # the disk may have room again
+                    self.snapshot(*self._pending)  # the disk may have room again
                 except JournalError:
                     return self._undo_unrecorded(observer)
             if len(self.snapshots) < 2:
@@ -646,14 +659,15 @@ class Journal:
         snapshot goes back to it (what someone else changed meanwhile is kept), computed without writing
         anything to the journal (the disk may still be full)."""
         assert self._pending is not None
-        label, foreign, mixed = self._pending
+        label, foreign, mixed, uncertain = self._pending
         target = self.snapshots[-1]
         try:
             before = self._entries(target)
             now = self._worktree.state_now()
         except GIT_ERRORS as exc:
             raise JournalError(f"cannot read the files to undo {label}: {_one_line(exc)}") from None
-        others = {self._from_root(p) for p in foreign}
+        unsure = {self._from_root(p) for p in uncertain}
+        others = {self._from_root(p) for p in foreign} | unsure
         # Files too large to hash keep their earlier entry in `now`: the scan's own list names them.
         place = self._place()
         unrecorded, lost, not_restored = restore.too_large(
@@ -670,7 +684,8 @@ class Journal:
         return UndoResult(
             session_id=self.session_id, undone=label,
             restored=[self._display(p) for p in restored], deleted=[self._display(p) for p in deleted],
-            kept=sorted(self._display(p) for p in others if self._in_scope(p)), not_restored=not_restored,
+            kept=sorted(self._display(p) for p in others - unsure if self._in_scope(p)), not_restored=not_restored,
+            uncertain=sorted(self._display(p) for p in unsure if self._in_scope(p)),
         )
 
     def rewind_to(self, index: int) -> UndoResult:
@@ -750,15 +765,11 @@ class Journal:
         full). Someone else's changes the recorded steps saw are kept; a change made after the last
         recorded step cannot be told from the unrecorded step's, and is taken back with it (named)."""
         target, latest = snapshots[0], snapshots[-1]
-        foreign: set[str] = set()
-        mixed: set[str] = set()
         try:
             before, recorded = self._entries(target), self._entries(latest)
             changed = set(self._changed(target, latest)) if len(snapshots) > 1 else set()
-            for commit in snapshots[1:]:
-                meta = self._meta(commit)
-                foreign |= {self._from_root(p) for p in meta.get("foreign", [])}
-                mixed |= {self._from_root(p) for p in meta.get("mixed", [])}
+            foreign, mixed, unsure = self._others_of(snapshots[1:])
+            foreign |= unsure
             self._worktree.assume_recorded(recorded)  # what the session recorded is looked at, ignored files too
             now = self._worktree.state_now()
         except GIT_ERRORS as exc:
@@ -778,8 +789,8 @@ class Journal:
         return UndoResult(
             session_id=session_id, undone="session",
             restored=[self._display(p) for p in restored], deleted=[self._display(p) for p in deleted],
-            kept=sorted(self._display(p) for p in changed if p in foreign), not_restored=not_restored,
-            unrecorded_step=after_last,
+            kept=sorted(self._display(p) for p in changed if p in foreign and p not in unsure), not_restored=not_restored,
+            uncertain=sorted(self._display(p) for p in changed if p in unsure), unrecorded_step=after_last,
         )
 
     # -- one session's snapshots ----------------------------------------------------------------
@@ -824,24 +835,33 @@ class Journal:
             paths = self._changed(target, latest)
         except GIT_ERRORS as exc:
             raise JournalError(f"cannot read the journal: {_one_line(exc)}") from None
-        foreign: set[str] = set()
-        mixed: set[str] = set()
-        for commit in covered:
-            meta = self._meta(commit)
-            foreign |= {self._from_root(p) for p in meta.get("foreign", [])}
-            mixed |= {self._from_root(p) for p in meta.get("mixed", [])}
+        foreign, mixed, unsure = self._others_of(covered)
         try:
             done = restore.restore(
                 self._place(), before, after, paths, unrecorded_target=self._unrecorded(target),
-                unrecorded_latest=self._unrecorded(latest), foreign=foreign, mixed=mixed, observer=observer,
+                unrecorded_latest=self._unrecorded(latest), foreign=foreign | unsure, mixed=mixed, observer=observer,
                 uncopied_target=self._uncopied(target),
             )
         except restore.RestoreError as exc:
             raise JournalError(str(exc)) from None
+        uncertain = {self._display(p) for p in unsure}
         return UndoResult(
             session_id=session_id or self.session_id, undone=undone, restored=done.restored, deleted=done.deleted,
-            kept=done.kept, not_restored=done.not_restored,
+            kept=[p for p in done.kept if p not in uncertain], uncertain=[p for p in done.kept if p in uncertain],
+            not_restored=done.not_restored,
         )
+
+    def _others_of(self, steps: Iterable[str]) -> tuple[set[str], set[str], set[str]]:
+        """(foreign, mixed, uncertain) top-relative paths of these steps' snapshots (see snapshot)."""
+        foreign: set[str] = set()
+        mixed: set[str] = set()
+        uncertain: set[str] = set()
+        for commit in steps:
+            meta = self._meta(commit)
+            foreign |= {self._from_root(p) for p in meta.get("foreign", [])}
+            mixed |= {self._from_root(p) for p in meta.get("mixed", [])}
+            uncertain |= {self._from_root(p) for p in meta.get("uncertain", [])}
+        return foreign, mixed, uncertain
 
     def _place(self) -> restore.Place:
         """What the restore needs of this journal."""

@@ -6,12 +6,15 @@ temp files and the agent's own writes, and reports what is left through one call
 files are not reported to the user; those the undo journal records still count as someone else's
 change (undo keeps a `.env` the user edited), those it leaves outside (`.venv`...) are dropped.
 
-Who made a change: events of the agent's Bash command are the agent's. When the command starts and
-when it ends, the watcher drops a marker file in the root and waits for its event (`sync`): the
-observer delivers events in order, so what came before the command is judged as someone else's and
-what the command caused as the agent's, however late a loaded machine delivers them (a short grace
-after the end is kept for what the marker cannot order). A Write/Edit is recognised by the content hash it left (`agent_wrote`). Everything else
-is external. Both sets since the last journal snapshot are kept for the journal's undo rules.
+Who made a change: a Write/Edit, and a command's changes applied from its overlay, are recognised by the
+content hash they left (`agent_wrote`, `expect_write`); while such a command runs, every change is someone
+else's. A writable command that writes to the checkout directly (no sandbox, or no overlay on this system)
+opens a window (`agent_running`): what changes in it may be the command's or anyone's, and nothing here can
+tell which, so those paths are *uncertain* (undo names them and leaves them). When the window opens and
+closes, the watcher drops a marker file in the root and waits for its event (`sync`): the observer delivers
+events in order, so what came before the command is judged as someone else's, however late a loaded machine
+delivers them (a short grace after the end is kept for what the marker cannot order). Everything else is
+external. The sets since the last journal snapshot are kept for the journal's undo rules.
 """
 
 from __future__ import annotations
@@ -24,11 +27,13 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 
 from pydantic import BaseModel
 from watchdog.events import (
     DirMovedEvent,
+    FileAttribEvent,
     FileCreatedEvent,
     FileDeletedEvent,
     FileModifiedEvent,
@@ -58,15 +63,23 @@ MAX_WATCH_DEPTH = 200
 HEALTH_CHECK_S = 2.0  # how often an idle watcher checks that its observer threads are still alive
 # The most of one file the watcher hashes to recognise ribbit's own write (Write/Edit stop at 16 MiB).
 WATCH_HASH_LIMIT = 64 * 1024 * 1024
-# Only what changes content: no open/close/attrib events, so reads cost nothing.
+# What changes content or mode (a chmod is a change git records): no open/close events, so reads cost nothing.
 EVENT_FILTER: list[type[FileSystemEvent]] = [
-    FileCreatedEvent, FileModifiedEvent, FileDeletedEvent, FileMovedEvent, DirMovedEvent,
+    FileCreatedEvent, FileModifiedEvent, FileAttribEvent, FileDeletedEvent, FileMovedEvent, DirMovedEvent,
 ]
 
 
 class ExternalChange(BaseModel):
     paths: list[str]  # relative to the root, sorted
     deleted: list[str]
+
+
+class Changes(NamedTuple):
+    """Root-relative paths changed since the last journal snapshot, by whom."""
+
+    foreign: set[str]  # only by someone else: undo keeps them
+    mixed: set[str]  # by the agent (a Write/Edit, an applied overlay) and by someone else: undo refuses them
+    uncertain: set[str]  # while a command wrote to the checkout directly: nobody can tell; undo names and keeps them
 
 
 IgnoreCheck = Callable[[list[str]], set[str]]
@@ -109,7 +122,7 @@ class _Handler(FileSystemEventHandler):
         self.watcher = watcher
 
     def on_any_event(self, event: FileSystemEvent) -> None:
-        if event.event_type in ("opened", "closed_no_write", "attrib"):
+        if event.event_type in ("opened", "closed_no_write"):
             return
         if event.is_directory and event.event_type != "moved":
             return
@@ -150,6 +163,10 @@ class RepoWatcher:
         self._foreign: set[str] = set()  # since the last take_since_snapshot()
         self._ignored_changed = True  # an event touched an ignored path since ignored_quiet() last said
         self._agent: set[str] = set()
+        self._uncertain: set[str] = set()  # changed in a window of a command writing to the checkout directly
+        # Someone else's changes since the last settle(), and whether every event up to now is sorted into it.
+        self._others: set[str] = set()
+        self._others_judged = False
         self._stopping = False
         self._flushing = False
         self._observer: BaseObserver | None = None
@@ -246,13 +263,14 @@ class RepoWatcher:
 
     @contextmanager
     def agent_running(self) -> Iterator[None]:
-        """Everything that changes while the agent's command runs is the agent's doing.
+        """A command writing to the checkout directly: what changes while it runs is uncertain, the command's
+        or someone else's (kept out of undo, named).
 
         Events already pending (say, of the agent's Write a moment ago) are judged first, by content,
         while the files are still as that write left them: judged after the command changed the file
         again, the write's own event would look like someone else's change (and undo would refuse).
         Both ends wait for the observer (`sync`): what changed before the command is judged as not the
-        agent's, what changed during it as the agent's (with polling this costs up to a poll each end).
+        agent's, what changed during it as uncertain (with polling this costs up to a poll each end).
         """
         self.settle()
         with self._lock:
@@ -268,10 +286,32 @@ class RepoWatcher:
                     self._agent_until = time.monotonic() + AGENT_GRACE_S
 
     def settle(self) -> None:
-        """Judge every change made so far now (before a command that may change the files again)."""
+        """Judge every change made so far now (before a command that may change the files again); from
+        here on, `changed_by_others` counts anew."""
+        self._judge_now()
+        with self._lock:
+            self._others, self._others_judged = set(), False
+
+    def _judge_now(self) -> None:
         self.sync()
         self.flush_now()
         self.wait_idle(timeout=2.0)
+
+    def changed_by_others(self, path: Path) -> bool:
+        """Whether someone else changed (or removed) `path` since the last settle(): asked when a command's
+        overlay is applied, of a file it changed that is gone from the checkout now. Every event so far is
+        judged first, once per command."""
+        rel = self._rel(str(path.parent.resolve() / path.name))
+        if rel is None:
+            return False
+        with self._lock:
+            judged = self._others_judged
+        if not judged:
+            self._judge_now()
+            with self._lock:
+                self._others_judged = True
+        with self._lock:
+            return rel in self._others
 
     def sync(self) -> bool:
         """Wait until the observer has delivered every event that happened before now: create a marker
@@ -330,13 +370,13 @@ class RepoWatcher:
             healthy = self.method == "inotify" and self._observer is not None and not self._stopping
         return healthy and not changed
 
-    def take_since_snapshot(self) -> tuple[set[str], set[str]]:
-        """(changed only from outside, changed both by the agent and from outside) since the last call."""
+    def take_since_snapshot(self) -> Changes:
+        """What changed since the last call, by whom (see Changes)."""
         self.flush_now()
         with self._lock:
-            foreign, agent = self._foreign, self._agent
-            self._foreign, self._agent = set(), set()
-        return foreign - agent, foreign & agent
+            foreign, agent, uncertain = self._foreign, self._agent, self._uncertain
+            self._foreign, self._agent, self._uncertain = set(), set(), set()
+        return Changes(foreign - agent - uncertain, (foreign & agent) - uncertain, uncertain)
 
     def wait_idle(self, timeout: float = 10.0) -> bool:
         """Block until nothing is pending (tests and the benchmark); False on timeout."""
@@ -430,7 +470,11 @@ class RepoWatcher:
                     continue
                 with self._lock:
                     written = self._written.get(rel, "")
-                if by_agent or (written != "" and _sha_of(full) == written):
+                if by_agent:  # in a direct command's window: the command's, or anyone's
+                    with self._lock:
+                        self._uncertain.add(rel)
+                    continue
+                if written != "" and _sha_of(full) == written:
                     with self._lock:
                         self._agent.add(rel)
                     continue
@@ -443,6 +487,7 @@ class RepoWatcher:
             if external or quiet:
                 with self._lock:
                     self._foreign.update(external + quiet)
+                    self._others.update(external + quiet)
                     for rel in external + quiet:
                         self._written.pop(rel, None)
             if external:

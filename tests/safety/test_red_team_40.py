@@ -109,10 +109,6 @@ def test_user_saves_a_file_the_command_also_rewrites(repo: Path, isolated_state:
     assert git(repo, "show", "HEAD:calc.py") == ORIGINAL  # nothing committed on the user's branch
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a mode-only change by the user while a command runs is counted as the agent's (the watcher knows files by "
-    "content only): the overlay keeps the user's file, but files_changed names it and ribbit undo 'restores' "
-    "it, taking the user's executable bit back"))
 def test_user_changes_only_the_mode_of_a_file_the_command_rewrites(repo: Path, isolated_state: Path, tmp_path: Path) -> None:
     proc = run_with_user_during_command(
         repo, isolated_state, tmp_path, f"sed -i 's/a - b/a * b/' calc.py; {WAIT}",
@@ -127,9 +123,6 @@ def test_user_changes_only_the_mode_of_a_file_the_command_rewrites(repo: Path, i
     assert os.stat(repo / "calc.py").st_mode & 0o777 == 0o755, "after undo"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "'changed meanwhile' is a ctime of a file that is there: a file the user deletes while the command rewrites "
-    "it is made again from the command's version when the overlay is applied (the user's deletion is lost)"))
 def test_user_deletes_a_file_the_command_rewrites(repo: Path, isolated_state: Path, tmp_path: Path) -> None:
     proc = run_with_user_during_command(
         repo, isolated_state, tmp_path, f"sed -i 's/a - b/a * b/' calc.py; echo built > out.txt; {WAIT}",

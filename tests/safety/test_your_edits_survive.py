@@ -149,6 +149,35 @@ def test_the_users_edit_during_a_command_is_not_the_agents_and_undo_leaves_it(re
     assert (repo / "calc.py").read_text() == "def add(a, b):\n    return a - b\n" + USERS_LINE  # ... the user's is not
 
 
+def test_without_the_overlay_what_changed_while_a_command_ran_is_named_and_left_by_undo(repo: Path, tmp_path: Path) -> None:
+    """--no-sandbox (as on a system without the overlay): the command writes to the checkout directly, so a
+    file changed while it ran may be the command's or the user's. Undo names those files and leaves them;
+    the agent's own Write is still taken back."""
+    replay = write_replay(
+        tmp_path / "r.jsonl", xml_call("Write", file_path="new.txt", content="from the agent\n"), READ_CALC,
+        xml_call("Bash", command="sleep 4; echo built > out.txt"), "Done.",
+    )
+    transcript = tmp_path / "t.jsonl"
+    proc = ribbit_run(repo, replay, transcript, "--mode", "full-auto", "--no-sandbox")
+    try:
+        wait_for_event(transcript, called("Bash"))
+        time.sleep(1.0)  # inside the sleep
+        with open(repo / "calc.py", "a") as editor:
+            editor.write(USERS_LINE)
+        proc.wait(timeout=180)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
+    assert (repo / "out.txt").read_text() == "built\n" and (repo / "new.txt").exists()
+    undone = ribbit_undo(repo)
+    assert undone.returncode == 0, undone.stderr
+    assert not (repo / "new.txt").exists()  # the agent's Write: taken back
+    assert (repo / "calc.py").read_text() == "def add(a, b):\n    return a - b\n" + USERS_LINE  # the user's line stays
+    assert (repo / "out.txt").read_text() == "built\n"  # whose it is cannot be told: left ...
+    named = undone.stdout + undone.stderr
+    assert "cannot tell" in named and "calc.py" in named and "out.txt" in named, named  # ... and named
+
+
 def test_a_second_session_in_the_repository_is_told_and_does_not_write(repo: Path, tmp_path: Path) -> None:
     first_replay = write_replay(tmp_path / "a.jsonl", xml_call("Bash", command="sleep 6"), "Done.")
     first_transcript = tmp_path / "a.jsonl.t"
