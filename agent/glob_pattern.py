@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from functools import lru_cache
 
 MAX_PATTERN_CHARS = 1000
@@ -169,27 +170,36 @@ def _chunk_regex(chunk: str) -> str:
     return "".join(out)
 
 
-def _split_stars(segment: str) -> list[str]:
-    """Star-free chunks between the stars of a segment (stars inside `[...]` are not stars)."""
+def _star_chunks(segment: str, element: Callable[[str, int], tuple[str, int]]) -> list[str]:
+    """What stands between the stars of a segment (a run of stars is one star), for either dialect:
+    `element(segment, i)` reads the one thing at i that is not a star, as (its text, the index after it),
+    so a star inside `[...]` or escaped is not a star."""
     chunks: list[str] = []
     current: list[str] = []
     i = 0
     while i < len(segment):
-        char = segment[i]
-        if char == "[" and (found := _char_class(segment, i)) is not None:
-            current.append(segment[i : found[1]])
-            i = found[1]
-            continue
-        if char == "*":
+        if segment[i] == "*":
             chunks.append("".join(current))
             current = []
             while i < len(segment) and segment[i] == "*":
                 i += 1
             continue
-        current.append(char)
-        i += 1
+        text, i = element(segment, i)
+        current.append(text)
     chunks.append("".join(current))
     return chunks
+
+
+def _glob_element(segment: str, i: int) -> tuple[str, int]:
+    """A bracket expression as written, or one character (each chunk is turned into a regex later)."""
+    if segment[i] == "[" and (found := _char_class(segment, i)) is not None:
+        return segment[i : found[1]], found[1]
+    return segment[i], i + 1
+
+
+def _split_stars(segment: str) -> list[str]:
+    """Star-free chunks between the stars of a segment (stars inside `[...]` are not stars)."""
+    return _star_chunks(segment, _glob_element)
 
 
 def _segment_regex(segment: str) -> str:
@@ -359,34 +369,21 @@ def _ignore_bracket(pattern: str, start: int) -> tuple[str, int]:
 
 def _ignore_segment(segment: str) -> str:
     """One segment of a gitignore pattern (escapes, `?`, brackets, stars) as a linear-time regex."""
-    chunks: list[str] = []
-    current: list[str] = []
-    i = 0
-    while i < len(segment):
-        char = segment[i]
-        if char == "*":
-            chunks.append("".join(current))
-            current = []
-            while i < len(segment) and segment[i] == "*":
-                i += 1
-            continue
-        if char == "\\":
-            if i + 1 >= len(segment):
-                raise _NeverMatches("trailing backslash")
-            current.append(re.escape(segment[i + 1]))
-            i += 2
-            continue
-        if char == "?":
-            current.append("[^/]")
-        elif char == "[":
-            regex, i = _ignore_bracket(segment, i)
-            current.append(regex)
-            continue
-        else:
-            current.append(re.escape(char))
-        i += 1
-    chunks.append("".join(current))
-    return _stars_regex(chunks)
+    return _stars_regex(_star_chunks(segment, _ignore_element))
+
+
+def _ignore_element(segment: str, i: int) -> tuple[str, int]:
+    """The regex of the gitignore element at i that is not a star: an escape, `?`, a bracket, a character."""
+    char = segment[i]
+    if char == "\\":
+        if i + 1 >= len(segment):
+            raise _NeverMatches("trailing backslash")
+        return re.escape(segment[i + 1]), i + 2
+    if char == "?":
+        return "[^/]", i + 1
+    if char == "[":
+        return _ignore_bracket(segment, i)
+    return re.escape(char), i + 1
 
 
 def _split_unescaped(pattern: str) -> list[tuple[str, bool]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from app.args import Parser, UsageError
+from app.args import Parser
 from app.visible import visible
 
 
@@ -22,11 +22,7 @@ def allow_parser() -> Parser:
 
 
 def allow_main(argv: Sequence[str]) -> int:
-    try:
-        args = allow_parser().parse_args(list(argv))
-    except UsageError as exc:
-        print(exc, file=sys.stderr)
-        return 2
+    args = allow_parser().parse_args(list(argv))
     from agent.session import SetupError, check_repo, command_prefix, project_allow_list
 
     try:
@@ -69,7 +65,3 @@ def allow_main(argv: Sequence[str]) -> int:
     for number, prefix in enumerate(allow.user, start=1):
         print(f"{number:>3}. {visible(prefix, one_line=True)}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(allow_main(sys.argv[1:]))

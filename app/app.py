@@ -843,3 +843,16 @@ def make_app(
                   reasoning=reasoning, continue_last=continue_last, resume=resume, intro=intro, task=task,
                   engine=engine or EngineOptions())
     )
+
+
+def run_app(app: RibbitApp) -> int:
+    """The screen until the user quits (`ribbit`, `ribbit tour`); then the exit code (0 for none)."""
+    try:
+        code = app.run()
+    finally:
+        # Quitting stops the agent (cancel + reject open questions); let it finish its current
+        # atomic write so nothing is left half done.
+        app.shutdown_agent()
+        app.join_agent()
+        app.close_workspace()
+    return code or 0

@@ -168,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         parsed = tui_parser().parse_args(args)
         return tui_main(parsed)
-    except UsageError as exc:
+    except UsageError as exc:  # every command's (their parsers raise it): one line, exit 2
         print(exc, file=sys.stderr)
         return 2
     except ImportError as exc:

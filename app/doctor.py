@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from app.args import Parser, UsageError
+from app.args import Parser
 
 
 def doctor_parser() -> Parser:
@@ -20,11 +19,7 @@ def doctor_parser() -> Parser:
 
 
 def doctor_main(argv: Sequence[str]) -> int:
-    try:
-        args = doctor_parser().parse_args(list(argv))
-    except UsageError as exc:
-        print(exc, file=sys.stderr)
-        return 2
+    args = doctor_parser().parse_args(list(argv))
     from agent.session import agent_checks
     from models.backends import resolve_spec
     from models.diagnostics import NEEDED, model_checks, planned_memory_bytes
@@ -38,7 +33,3 @@ def doctor_main(argv: Sequence[str]) -> int:
         print(f"{mark}{check.name.ljust(width)}  {check.detail}")
     needed = (*NEEDED, "repository", "state folder")
     return 0 if all(c.ok for c in checks if c.name in needed) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(doctor_main(sys.argv[1:]))

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from agent.evaluation.report import OUTCOME_LABELS, markdown_report, model_labels
+from agent.evaluation.report import OUTCOME_LABELS, markdown_report, model_labels, short_duration
 from agent.evaluation.runner import EvalConfig, EvalProgress, EvalRun
 from agent.evaluation.tasks import TaskFileError, load_tasks, select
 from agent.session import Limits
@@ -22,7 +22,6 @@ from models.api_keys import redact
 from models.backends import backend_for
 from models.base import ModelError
 from app.args import Parser as EvalParser
-from app.args import UsageError
 from app.args import positive as positive_int
 from app.args import positive_float
 from app.visible import visible
@@ -82,13 +81,7 @@ def eta_seconds(remaining: int, finished: int, elapsed: float) -> float | None:
 
 
 def format_eta(seconds: float | None) -> str:
-    if seconds is None:
-        return "ETA after the first job"
-    if seconds >= 3600:
-        return f"ETA {int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
-    if seconds >= 60:
-        return f"ETA {int(seconds // 60)}m{int(seconds % 60):02d}s"
-    return f"ETA {seconds:.0f}s"
+    return "ETA after the first job" if seconds is None else f"ETA {short_duration(seconds, decimals=0)}"
 
 
 class EvalProgressDisplay:
@@ -230,11 +223,7 @@ def demo_note(models: Sequence[str]) -> str | None:
 
 
 def eval_main(argv: list[str]) -> int:
-    try:
-        args = eval_parser().parse_args(argv)
-    except UsageError as exc:
-        print(exc, file=sys.stderr)
-        return 2
+    args = eval_parser().parse_args(list(argv))
     models = [m.strip() or "default" for m in args.model]
     if len(set(models)) != len(models):
         print("ribbit eval: error: the same --model is given twice", file=sys.stderr)

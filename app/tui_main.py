@@ -10,7 +10,7 @@ from agent.session import SessionError, SessionStore
 from agent.session import SetupError, check_repo
 from app.args import engine_options
 from app.visible import visible
-from app.app import make_app
+from app.app import make_app, run_app
 
 
 def tui_main(args: argparse.Namespace) -> int:
@@ -36,12 +36,4 @@ def tui_main(args: argparse.Namespace) -> int:
         reasoning=args.reasoning, limits=Limits(context=args.context, tool_output_tokens=args.tool_output_tokens),
         continue_last=getattr(args, "cont", False), resume=getattr(args, "resume", None), engine=engine_options(args),
     )
-    try:
-        code = app.run()
-    finally:
-        # Quitting stops the agent (cancel + reject open questions); let it finish its current
-        # atomic write so nothing is left half done.
-        app.shutdown_agent()
-        app.join_agent()
-        app.close_workspace()
-    return code or 0
+    return run_app(app)

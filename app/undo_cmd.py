@@ -2,27 +2,18 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
 from agent.session import JournalError, journaled_sessions, undo_session
+from app.args import Parser
 from app.visible import visible, visible_line
 from app.words import counted
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise _Usage(f"{self.prog}: error: {message}")
-
-
-class _Usage(Exception):
-    pass
-
-
-def _parser() -> _Parser:
-    parser = _Parser(prog="ribbit undo", description="put back the files an agent session changed")
+def _parser() -> Parser:
+    parser = Parser(prog="ribbit undo", description="put back the files an agent session changed")
     parser.add_argument("session", nargs="?", help="the session to undo (default: the latest); see --list")
     parser.add_argument("--list", action="store_true", help="list the journaled sessions")
     parser.add_argument("--repo", default=".", help="repository (default: current folder)")
@@ -30,11 +21,7 @@ def _parser() -> _Parser:
 
 
 def undo_main(argv: list[str]) -> int:
-    try:
-        args = _parser().parse_args(argv)
-    except _Usage as exc:
-        print(exc, file=sys.stderr)
-        return 2
+    args = _parser().parse_args(list(argv))
     if args.list and args.session:
         print("ribbit undo: error: give either --list or a SESSION", file=sys.stderr)
         return 2
@@ -63,7 +50,3 @@ def undo_main(argv: list[str]) -> int:
         return 1
     print(visible(result.summary()))
     return 1 if result.not_restored else 0  # a partial undo is not a success: the line names what was left
-
-
-if __name__ == "__main__":
-    sys.exit(undo_main(sys.argv[1:]))

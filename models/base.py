@@ -158,6 +158,14 @@ class GenerationRequest:
     # Polled between tokens (and between prompt batches); True stops the turn cleanly.
     should_stop: Callable[[], bool] = field(default=lambda: False)
 
+    def cut_off(self, produced: int) -> FinishReason | None:
+        """Why a turn that has written `produced` tokens ends before the model ends it, or None to go on."""
+        if self.should_stop():
+            return "cancelled"
+        if produced >= self.max_tokens:
+            return "length"
+        return None
+
 
 @runtime_checkable
 class ChatModel(Protocol):

@@ -707,11 +707,8 @@ class LlamaCppModel:
         carry: int | None = None  # a token sampled while verifying drafts, not yet evaluated
         index = -1  # the output row whose logits the next sample reads
         while True:
-            if request.should_stop():
-                finish = "cancelled"
-                break
-            if produced >= request.max_tokens:
-                finish = "length"
+            if cut := request.cut_off(produced):
+                finish = cut
                 break
             if self.llm.n_tokens >= limit:
                 finish = "context"

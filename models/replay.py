@@ -68,11 +68,8 @@ class ReplayModel:
         produced = 0
         finish = "stop"
         for piece in _PIECES.findall(text):
-            if request.should_stop():
-                finish = "cancelled"
-                break
-            if produced >= request.max_tokens:
-                finish = "length"
+            if cut := request.cut_off(produced):
+                finish = cut
                 break
             if self.chunk_delay:
                 time.sleep(self.chunk_delay)

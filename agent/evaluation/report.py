@@ -319,10 +319,13 @@ def _money(value: float | None) -> str:
 
 
 def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "—"
+    return "—" if seconds is None else short_duration(seconds)
+
+
+def short_duration(seconds: float, decimals: int = 1) -> str:
+    """`1h05m`, `2m07s`, or under a minute the seconds with `decimals` places: the report's and the ETA's."""
     if seconds >= 3600:
         return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
     if seconds >= 60:
         return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
-    return f"{seconds:.1f}s"
+    return f"{seconds:.{decimals}f}s"

@@ -679,13 +679,7 @@ class Journal:
             if self._in_scope(p) and (before.get(p) != now.get(p) or p in unrecorded) and p not in others and p not in lost
         )
         plan = restore.UndoPlan(place, before, now, paths, observer, expected=unrecorded)
-        problem = plan.check({self._from_root(p) for p in mixed})
-        if problem:
-            raise JournalError(f"cannot undo: {problem}; nothing was restored")
-        try:
-            restored, deleted = plan.run()
-        except restore.RestoreError as exc:
-            raise JournalError(str(exc)) from None
+        restored, deleted = _carry_out(plan, {self._from_root(p) for p in mixed})
         self._pending = None
         return UndoResult(
             session_id=self.session_id, undone=label,
@@ -790,13 +784,7 @@ class Journal:
             p for p in changed | since | set(unrecorded) if self._in_scope(p) and p not in foreign and p not in lost
         )
         plan = restore.UndoPlan(place, before, now, paths, expected=unrecorded)
-        problem = plan.check(mixed)
-        if problem:
-            raise JournalError(f"cannot undo: {problem}; nothing was restored")
-        try:
-            restored, deleted = plan.run()
-        except restore.RestoreError as exc:
-            raise JournalError(str(exc)) from None
+        restored, deleted = _carry_out(plan, mixed)
         after_last = sorted(self._display(p) for p in since if p in set(restored) | set(deleted))
         return UndoResult(
             session_id=session_id, undone="session",
@@ -1011,6 +999,17 @@ class Journal:
             return GitRepo(git_dir=git_dir.resolve(), work_tree=self.root)
         except (GitError, OSError) as exc:
             raise JournalError(f"cannot create the private journal in {git_dir}: {_one_line(exc)}") from None
+
+
+def _carry_out(plan: restore.UndoPlan, mixed: set[str]) -> tuple[list[str], list[str]]:
+    """The plan checked, then run: (restored, deleted), or a JournalError (a refused check restored nothing)."""
+    problem = plan.check(mixed)
+    if problem:
+        raise JournalError(f"cannot undo: {problem}; nothing was restored")
+    try:
+        return plan.run()
+    except restore.RestoreError as exc:
+        raise JournalError(str(exc)) from None
 
 
 def open_journals(root: Path) -> list[Journal]:

@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from app.args import Parser, UsageError
+from app.args import Parser
 
 DATA = Path(__file__).resolve().parent
 TOUR_REPLAY = DATA / "scripted-tour.jsonl"
@@ -38,11 +38,7 @@ def tour_parser() -> Parser:
 
 
 def tour_main(argv: Sequence[str]) -> int:
-    try:
-        args = tour_parser().parse_args(list(argv))
-    except UsageError as exc:
-        print(exc, file=sys.stderr)
-        return 2
+    args = tour_parser().parse_args(list(argv))
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         print("ribbit tour: error: the tour needs a terminal for its input and output", file=sys.stderr)
         return 2
@@ -65,16 +61,9 @@ def tour_main(argv: Sequence[str]) -> int:
 
 
 def part_one(root: Path, args: argparse.Namespace) -> int:
-    from app.app import make_app
+    from app.app import make_app, run_app
 
-    app = make_app(root, f"replay:{TOUR_REPLAY}", mode="ask", no_sandbox=args.no_sandbox, intro=INTRO, task=TASK)
-    try:
-        code = app.run()
-    finally:
-        app.shutdown_agent()
-        app.join_agent()
-        app.close_workspace()
-    return code or 0
+    return run_app(make_app(root, f"replay:{TOUR_REPLAY}", mode="ask", no_sandbox=args.no_sandbox, intro=INTRO, task=TASK))
 
 
 def part_two(root: Path, args: argparse.Namespace) -> int:

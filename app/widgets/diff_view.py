@@ -118,23 +118,20 @@ def render_split(hunk: Hunk, lexer: str) -> Table:
             added.append(next(new_hl))
             i += 1
         for j in range(max(len(removed), len(added))):
-            cells: list[RenderableType] = []
-            if j < len(removed):
-                cell = Text("- ", style="bold red").append_text(removed[j])
-                cell.stylize(REMOVED_BG)
-                cells += [str(old_no), cell]
-                old_no += 1
-            else:
-                cells += ["", ""]
-            if j < len(added):
-                cell = Text("+ ", style="bold green").append_text(added[j])
-                cell.stylize(ADDED_BG)
-                cells += [str(new_no), cell]
-                new_no += 1
-            else:
-                cells += ["", ""]
-            table.add_row(*cells)
+            table.add_row(*_half(removed, j, old_no, "- ", "bold red", REMOVED_BG),
+                          *_half(added, j, new_no, "+ ", "bold green", ADDED_BG))
+            old_no += j < len(removed)
+            new_no += j < len(added)
     return table
+
+
+def _half(lines: list[Text], j: int, number: int, mark: str, style: str, bg: Style) -> list[RenderableType]:
+    """One side of a changed row: its number and marked line, or two empty cells past that side's last line."""
+    if j >= len(lines):
+        return ["", ""]
+    cell = Text(mark, style=style).append_text(lines[j])
+    cell.stylize(bg)
+    return [str(number), cell]
 
 
 class HunkView(Static):

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent.evaluation.tasks import TaskFileError, load_tasks, select
+from app.cli import main
 from app.eval_cmd import default_jobs, eval_main
 from tests.eval.conftest import make_task
 
@@ -77,7 +78,7 @@ def test_cli_reports_bad_tasks_without_traceback(tmp_path: Path, capsys: pytest.
     assert eval_main([str(folder), "--model", "default", "--out", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
     assert err.startswith("ribbit eval: error: ") and "Traceback" not in err and err.count("\n") == 1
-    assert eval_main([str(folder)]) == 2  # --model is required
+    assert main(["eval", str(folder)]) == 2  # --model is required
     assert "--model" in capsys.readouterr().err
 
 

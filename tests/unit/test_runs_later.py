@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.undo.runs_later import runs_later
+from agent.undo.runs_later import RUNS_LATER, runs_later
 
 RUN_LATER = [
     "Makefile", "sub/GNUmakefile", "rules.mk", "CMakeLists.txt", "setup.py", "setup.cfg", "pyproject.toml",
@@ -47,3 +47,17 @@ def test_a_virtualenv_under_any_name_is_named(tmp_path: Path) -> None:
     (tmp_path / "env2" / "pyvenv.cfg").write_text("home = /usr/bin\n")
     assert runs_later("env2/bin/activate", tmp_path)
     assert runs_later("env3/bin/activate", tmp_path) is None
+
+
+def test_each_pattern_is_listed_under_one_kind() -> None:
+    patterns = [pattern for kind in RUNS_LATER.values() for pattern in kind]
+    assert len(patterns) == len(set(patterns))
+
+
+@pytest.mark.parametrize(("path", "kind"), [
+    ("jest.config.js", "jest settings"), ("babel.config.js", "Babel settings"), ("Directory.Build.props", "MSBuild settings"),
+    (".github/actions/setup/.gitlab-ci.yml", "CI actions"),
+])
+def test_the_earlier_kind_wins_where_two_match(path: str, kind: str) -> None:
+    """`jest.config.js` is also a `*.config.js`: the table's order decides, as a scan from the top would."""
+    assert (runs_later(path) or "").startswith(kind)
