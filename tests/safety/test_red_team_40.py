@@ -225,8 +225,6 @@ def test_command_makes_a_hard_link_fifo_and_mode_000_file_and_undo_leaves_the_us
     assert not (repo / "linked.py").exists() and not (repo / "locked").exists()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ribbit undo leaves a FIFO the command made (applied from the overlay by mknod) and does not name it"))
 def test_undo_takes_back_a_fifo_the_command_made(repo: Path, tmp_path: Path) -> None:
     needs_overlay()
     replay = write_replay(tmp_path / "r.jsonl", xml_call("Bash", command="mkfifo pipe"), "Done.")
