@@ -14,7 +14,8 @@ Refs: `refs/ribbit/<session>/<n>` is snapshot n of a session (0 = its start);
 recorded (a full disk, a crash): `ribbit undo` then also takes back what differs from the last snapshot.
 
 Undo restores exact bytes and modes (the plan and the writes: agent/undo/restore.py; the journal reads
-the two states from git and hands them over). It first compares every file it would touch, on disk and
+the two states from git and hands them over), and the FIFOs and sockets a snapshot's meta records
+(`specials`: git cannot store them) are removed or made again the same way. It first compares every file it would touch, on disk and
 through no link, with the snapshot it takes back, and refuses (naming the file, restoring
 nothing) if it differs: changed by the user afterwards, hidden by .gitignore and then edited, a
 folder the user put files in, a link planted where a folder was. Writes walk folders one at a

@@ -9,9 +9,11 @@ on a descriptor opened with O_NOFOLLOW). The result goes into an index of ribbit
 temporary file, never the user's), from which `write-tree` makes the tree.
 
 A folder holding its own `.git` (a nested repository, or one the agent made) is walked here, so
-its files are never lost to a gitlink. Paths git cannot store (`.GIT/x`, `git~1/x`...), special
-files and folders git cannot read are left out, and named once in a notice: recording never
-fails because of a path the agent created.
+its files are never lost to a gitlink. Paths git cannot store (`.GIT/x`, `git~1/x`...), devices
+and folders git cannot read are left out, and named once in a notice: recording never
+fails because of a path the agent created. FIFOs and sockets (git neither stores nor lists them) are
+looked for, by lstat only, where ribbit wrote and where the last scan found one: `specials`, which the
+journal keeps in the snapshot's meta.
 """
 
 from __future__ import annotations

@@ -232,7 +232,8 @@ def test_undo_takes_back_a_fifo_the_command_made(repo: Path, tmp_path: Path) -> 
     assert os.path.lexists(repo / "pipe")
     undone = ribbit_undo(repo)
     assert undone.returncode == 0, undone.stderr
-    assert not os.path.lexists(repo / "pipe") or "pipe" in undone.stdout
+    assert not os.path.lexists(repo / "pipe") and "removed pipe" in undone.stdout
+    assert summary_of(tmp_path / "t.jsonl")["files_changed"] == ["pipe"]
 
 
 # -- while a question waits (ask mode) ---------------------------------------------------------------
