@@ -139,3 +139,28 @@ def test_the_watcher_hands_over_where_ribbit_wrote(repo: Path) -> None:
     watcher.agent_wrote(repo / "calc.py")
     assert set(watcher.take_since_snapshot().written) == {"pipe", "gone.txt", "calc.py"}
     assert not watcher.take_since_snapshot().written  # each snapshot gets what came since the last one
+
+
+def test_a_fifo_made_by_a_step_the_journal_could_not_record_is_still_undone(
+    repo: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    journal = started(repo)
+    os.mkfifo(repo / "pipe")
+
+    def disk_full(hints: object = ()) -> str:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(journal._worktree, "tree_now", disk_full)  # noqa: SLF001 (a full disk, every time)
+    notices = journal.record_step("step 1", written=["pipe"])
+    assert journal.has_pending() and any("could not be recorded" in n for n in notices)
+    result = journal.undo_last()  # compared with the last recorded snapshot, nothing written to the journal
+    assert not os.path.lexists(repo / "pipe") and result.deleted == ["pipe"]
+
+
+def test_ribbit_undo_of_a_session_cut_short_removes_the_fifo_its_recorded_step_made(repo: Path) -> None:
+    journal = started(repo)
+    journal.task_began()  # the open mark stays: the task never ended (ribbit killed)
+    os.mkfifo(repo / "pipe")
+    journal.snapshot("step 1", written=["pipe"])
+    result = Journal(repo).undo_session(journal.session_id)
+    assert not os.path.lexists(repo / "pipe") and result.deleted == ["pipe"]
