@@ -335,6 +335,29 @@ def atomic_symlink(path: Path, target: str, observer: WriteObserver | None = Non
         os.fsync(fd)
 
 
+def make_special(path: Path, mode: int, observer: WriteObserver | None = None) -> None:
+    """Make a FIFO or socket at `path` with `mode`'s type and permission bits (undo of a step that removed
+    one; a socket made so has no program behind it, as one left by a program that ended). Nothing may be
+    there; it is never opened. The observer is told `special_mark(mode)` first."""
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
+        raise ApplyError(f"refusing to make {path}: not a FIFO or socket")
+    refuse_git_dir(path)
+    with parent_dir(path, create=True) as fd:
+        if _existing(fd, path.name) is not None:
+            raise ApplyError(f"refusing to make {path}: something is there")
+        if observer is not None:
+            observer.expect_write(path, special_mark(mode))
+        if stat.S_ISFIFO(mode):
+            os.mkfifo(path.name, 0o600, dir_fd=fd)
+        else:
+            os.mknod(path.name, stat.S_IFSOCK | 0o600, dir_fd=fd)  # (a FIFO or socket needs no privilege)
+        try:  # the recorded bits, whatever the umask; never through a link put there meanwhile
+            os.chmod(path.name, stat.S_IMODE(mode), dir_fd=fd, follow_symlinks=False)
+        except (OSError, ValueError, NotImplementedError) as exc:  # (ValueError: a link is there now)
+            raise ApplyError(f"cannot set the mode of {path}: {exc}") from None
+        os.fsync(fd)
+
+
 def remove_tree(path: Path) -> None:
     """Delete a folder and everything in it, however deep (no recursion, no link followed);
     a link at `path` is removed itself. Used for ribbit's own temporary folders."""

@@ -418,7 +418,9 @@ class Workspace:
             watcher.sync()
         if journal.snapshots:
             changes = _changes(watcher)
-            for line in journal.record_user_step(f"{USER_STEP}: {command[:80]}", foreign=changes.foreign | changes.uncertain):
+            for line in journal.record_user_step(
+                f"{USER_STEP}: {command[:80]}", foreign=changes.foreign | changes.uncertain, written=changes.written,
+            ):
                 self.session.sink(NoticeEvent(level="warning", text=line))
         output = fit_output(result.output, result.dropped_lines, self.session.output_budget(), spool).rstrip("\n")
         self.handed.append(f"The user ran `{command}` in the repository ({result.status()}); its output:\n"

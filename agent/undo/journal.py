@@ -14,7 +14,8 @@ Refs: `refs/ribbit/<session>/<n>` is snapshot n of a session (0 = its start);
 recorded (a full disk, a crash): `ribbit undo` then also takes back what differs from the last snapshot.
 
 Undo restores exact bytes and modes (the plan and the writes: agent/undo/restore.py; the journal reads
-the two states from git and hands them over). It first compares every file it would touch, on disk and
+the two states from git and hands them over), and the FIFOs and sockets a snapshot's meta records
+(`specials`: git cannot store them) are removed or made again the same way. It first compares every file it would touch, on disk and
 through no link, with the snapshot it takes back, and refuses (naming the file, restoring
 nothing) if it differs: changed by the user afterwards, hidden by .gitignore and then edited, a
 folder the user put files in, a link planted where a folder was. Writes walk folders one at a
@@ -164,9 +165,9 @@ class Journal:
         self._commit_texts: dict[str, str] = {}
         self._metas: dict[str, dict] = {}  # type: ignore[type-arg]  # the meta of commits made here
         self._notices: list[str] = []
-        # A step the journal could not record (a full disk): (label, foreign, mixed, uncertain); undo still takes
-        # it back, and what others changed since (see others_changed) counts as theirs.
-        self._pending: tuple[str, list[str], list[str], list[str]] | None = None
+        # A step the journal could not record (a full disk): (label, foreign, mixed, uncertain, written); undo
+        # still takes it back, and what others changed since (see others_changed) counts as theirs.
+        self._pending: tuple[str, list[str], list[str], list[str], list[str]] | None = None
         # Root-relative paths the agent's steps changed (someone else's changes left out): "files changed".
         self.agent_changed: set[str] = set()
 
@@ -188,24 +189,30 @@ class Journal:
 
     def snapshot(
         self, label: str, foreign: Iterable[str] = (), mixed: Iterable[str] = (), uncertain: Iterable[str] = (),
+        written: Iterable[str] = (),
     ) -> str:
         """Commit the working tree (tracked + untracked non-ignored files); returns its sha.
 
         `foreign`: paths only someone else changed since the previous snapshot (kept on undo);
         `mixed`: paths both the agent and someone else changed (undo refuses them);
-        `uncertain`: paths changed while a command wrote to the checkout directly (kept on undo, named).
+        `uncertain`: paths changed while a command wrote to the checkout directly (kept on undo, named);
+        `written`: paths ribbit wrote, made or removed since (the watcher's): where a FIFO or socket git cannot
+        store or list may be (an applied overlay's mknod); those found are in the meta (`specials`).
         A snapshot identical to the previous one is not recorded again.
         """
         with self._lock:
             try:
-                tree = self.tree_now()
                 index = self._worktree
+                tree = index.tree_now(hints=[self._from_root(p) for p in written])
                 unrecorded = {self._display(p): list(st) for p, st in index.unrecorded.items()}
                 modes = [[self._display(p), f"{old:o}", f"{new:o}"] for p, old, new in index.stripped]
+                specials = {self._display(p): f"{mode:o}" for p, mode in sorted(index.specials.items())}
                 self._note_stripped(index.stripped)
+                previous = self._meta(self.snapshots[-1]) if self.snapshots else {}
                 if (
                     self.snapshots and label != "start" and tree == self._tree_of(self.snapshots[-1])
-                    and not modes and unrecorded == self._meta(self.snapshots[-1]).get("unrecorded", {})
+                    and not modes and unrecorded == previous.get("unrecorded", {})
+                    and specials == previous.get("specials", {})
                 ):
                     return self.snapshots[-1]
                 meta: dict[str, object] = {
@@ -219,6 +226,8 @@ class Journal:
                     meta["uncopied"] = sorted(self._display(p) for p in index.uncopied)
                 if modes:
                     meta["modes"] = modes
+                if specials:  # FIFOs and sockets (mode in octal): git cannot store them; undo takes them back
+                    meta["specials"] = specials
                 parent = ["-p", self.snapshots[-1]] if self.snapshots else []
                 commit = self._commit(tree, parent, label, meta)
                 self._objects.run("update-ref", self.ref(len(self.snapshots)), commit)
@@ -226,6 +235,8 @@ class Journal:
                 if self.snapshots:
                     others = set(foreign) | set(mixed)
                     changed = {self._display(p) for p in touched} | set(unrecorded)
+                    had = previous.get("specials", {})
+                    changed |= {p for p in set(specials) | set(had) if specials.get(p) != had.get(p)}
                     self.agent_changed |= {p for p in changed if p not in others or p in set(mixed)}
             except GIT_ERRORS as exc:
                 raise JournalError(f"cannot snapshot the working tree: {_one_line(exc)}") from None
@@ -252,36 +263,41 @@ class Journal:
 
     def record_step(
         self, label: str, foreign: Iterable[str] = (), mixed: Iterable[str] = (), uncertain: Iterable[str] = (),
+        written: Iterable[str] = (),
     ) -> list[str]:
-        """Snapshot after a step; never raises. Returns notices for the user (one line each).
+        """Snapshot after a step (the arguments: see snapshot); never raises. Returns notices for the user
+        (one line each).
 
         A step that cannot be recorded (a full disk) is remembered: undo then compares the files with the
         last snapshot that was recorded and puts back what differs, writing nothing to the journal."""
-        foreign, mixed, uncertain = list(foreign), list(mixed), list(uncertain)
+        foreign, mixed, uncertain, wrote = list(foreign), list(mixed), list(uncertain), list(written)
         if self._pending is not None:  # the earlier unrecorded step's others still count
-            _label, had_foreign, had_mixed, had_uncertain = self._pending
+            _label, had_foreign, had_mixed, had_uncertain, had_written = self._pending
             foreign, mixed, uncertain = foreign + had_foreign, mixed + had_mixed, uncertain + had_uncertain
+            wrote += had_written
         try:
-            self.snapshot(label, foreign, mixed, uncertain)
+            self.snapshot(label, foreign, mixed, uncertain, wrote)
         except JournalError as exc:
-            self._pending = (label, foreign, mixed, uncertain)
+            self._pending = (label, foreign, mixed, uncertain, wrote)
             self._notices.append(
                 f"journal: {label} could not be recorded ({exc}); undo compares the files with the last recorded "
                 "snapshot instead"
             )
         return self.take_notices()
 
-    def record_user_step(self, label: str, foreign: Iterable[str] = ()) -> list[str]:
+    def record_user_step(self, label: str, foreign: Iterable[str] = (), written: Iterable[str] = ()) -> list[str]:
         """Snapshot after the user's own command (`!command`): every path changed since the last snapshot is
-        the user's (foreign), so undo never takes it back. Never raises; notices for the user."""
+        the user's (foreign), so undo never takes it back; so is what ribbit wrote for it (`written`: its
+        overlay applied, FIFOs included). Never raises; notices for the user."""
         with self._lock:
             changed: list[str] = []
+            written = list(written)
             if self.snapshots:
                 try:
                     changed = [self._display(p) for p in self._changed(self.snapshots[-1], self.tree_now())]
                 except (*GIT_ERRORS, JournalError):
                     changed = []  # the snapshot below says why, if it fails too
-            return self.record_step(label, foreign=[*foreign, *changed])
+            return self.record_step(label, foreign=[*foreign, *changed, *written], written=written)
 
     def agent_paths(self) -> set[str]:
         """Root-relative paths the agent's recorded steps changed, someone else's changes left out, read from
@@ -337,14 +353,20 @@ class Journal:
     def _open_ref(self, session_id: str) -> str:
         return f"{self.namespace}/{session_id}/open"
 
-    def others_changed(self, foreign: Iterable[str], mixed: Iterable[str], uncertain: Iterable[str] = ()) -> bool:
+    def others_changed(
+        self, foreign: Iterable[str], mixed: Iterable[str], uncertain: Iterable[str] = (), written: Iterable[str] = (),
+    ) -> bool:
         """Changes someone else made since a step the journal could not record (a full disk): they join that
-        step's, so its undo keeps them. False (nothing taken) when no step is waiting to be recorded."""
+        step's, so its undo keeps them (and where ribbit wrote since, `written`, is looked at for FIFOs).
+        False (nothing taken) when no step is waiting to be recorded."""
         with self._lock:
             if self._pending is None:
                 return False
-            label, had_foreign, had_mixed, had_uncertain = self._pending
-            self._pending = (label, had_foreign + list(foreign), had_mixed + list(mixed), had_uncertain + list(uncertain))
+            label, had_foreign, had_mixed, had_uncertain, had_written = self._pending
+            self._pending = (
+                label, had_foreign + list(foreign), had_mixed + list(mixed), had_uncertain + list(uncertain),
+                had_written + list(written),
+            )
             return True
 
     def guard_write(self, path: Path) -> None:
@@ -659,11 +681,13 @@ class Journal:
         snapshot goes back to it (what someone else changed meanwhile is kept), computed without writing
         anything to the journal (the disk may still be full)."""
         assert self._pending is not None
-        label, foreign, mixed, uncertain = self._pending
+        label, foreign, mixed, uncertain, written = self._pending
         target = self.snapshots[-1]
+        specials_before = self._specials(target)
         try:
             before = self._entries(target)
-            now = self._worktree.state_now()
+            now = self._worktree.state_now(hints=[*map(self._from_root, written), *specials_before])
+            specials_now = dict(self._worktree.specials)
         except GIT_ERRORS as exc:
             raise JournalError(f"cannot read the files to undo {label}: {_one_line(exc)}") from None
         unsure = {self._from_root(p) for p in uncertain}
@@ -675,10 +699,13 @@ class Journal:
             uncopied=self._uncopied(target),
         )
         paths = sorted(
-            p for p in set(before) | set(now) | set(unrecorded)
-            if self._in_scope(p) and (before.get(p) != now.get(p) or p in unrecorded) and p not in others and p not in lost
+            p for p in set(before) | set(now) | set(unrecorded) | restore.special_paths(specials_before, specials_now)
+            if self._in_scope(p) and (before.get(p) != now.get(p) or p in unrecorded or specials_before.get(p) != specials_now.get(p))
+            and p not in others and p not in lost
         )
-        plan = restore.UndoPlan(place, before, now, paths, observer, expected=unrecorded)
+        plan = restore.UndoPlan(
+            place, before, now, paths, observer, expected=unrecorded, specials_before=specials_before, specials_after=specials_now,
+        )
         restored, deleted = _carry_out(plan, {self._from_root(p) for p in mixed})
         self._pending = None
         return UndoResult(
@@ -720,8 +747,11 @@ class Journal:
             raise JournalError(f"session {session_id} was undone with `ribbit undo`; start a new one")
         with self._lock:
             self.snapshots = snapshots
+            had = self._specials(snapshots[-1])
+            self._worktree.specials = dict(had)  # looked at again: git does not list them
             try:
                 changed = [self._display(p) for p in self._changed(snapshots[-1], self.tree_now())]
+                changed += [self._display(p) for p in restore.special_paths(had, self._worktree.specials)]
                 # A fresh index saw every path as new: what the agent changes counts from here on.
                 self._worktree.take_changed()
             except GIT_ERRORS as exc:
@@ -770,8 +800,12 @@ class Journal:
             changed = set(self._changed(target, latest)) if len(snapshots) > 1 else set()
             foreign, mixed, unsure = self._others_of(snapshots[1:])
             foreign |= unsure
-            self._worktree.assume_recorded(recorded)  # what the session recorded is looked at, ignored files too
+            specials_before = self._specials(target)
+            # What the session recorded is looked at, ignored files too; its FIFOs and sockets as well (one the
+            # unrecorded step made is not known here: nothing tells a later process where ribbit wrote).
+            self._worktree.assume_recorded(recorded, {**specials_before, **self._specials(latest)})
             now = self._worktree.state_now()
+            specials_now = dict(self._worktree.specials)
         except GIT_ERRORS as exc:
             raise JournalError(f"cannot read the files to undo session {session_id}: {_one_line(exc)}") from None
         place = self._place()
@@ -780,10 +814,15 @@ class Journal:
             uncopied=self._uncopied(target),
         )
         since = {p for p in set(recorded) | set(now) if recorded.get(p) != now.get(p)}
+        since |= restore.special_paths(self._specials(latest), specials_now)
+        changed |= restore.special_paths(specials_before, self._specials(latest))
         paths = sorted(
-            p for p in changed | since | set(unrecorded) if self._in_scope(p) and p not in foreign and p not in lost
+            p for p in changed | since | set(unrecorded) | restore.special_paths(specials_before, specials_now)
+            if self._in_scope(p) and p not in foreign and p not in lost
         )
-        plan = restore.UndoPlan(place, before, now, paths, expected=unrecorded)
+        plan = restore.UndoPlan(
+            place, before, now, paths, expected=unrecorded, specials_before=specials_before, specials_after=specials_now,
+        )
         restored, deleted = _carry_out(plan, mixed)
         after_last = sorted(self._display(p) for p in since if p in set(restored) | set(deleted))
         return UndoResult(
@@ -815,7 +854,8 @@ class Journal:
             try:
                 started = self._commit_time(ordered[0])
                 files = self._changed(ordered[0], ordered[-1]) if len(ordered) > 1 else []
-                files = sorted(set(files) | self._uncopied(ordered[-1]))
+                files = sorted(set(files) | self._uncopied(ordered[-1])
+                               | restore.special_paths(self._specials(ordered[0]), self._specials(ordered[-1])))
             except GIT_ERRORS:
                 continue
             held.append(SessionSnapshots(
@@ -840,7 +880,8 @@ class Journal:
             done = restore.restore(
                 self._place(), before, after, paths, unrecorded_target=self._unrecorded(target),
                 unrecorded_latest=self._unrecorded(latest), foreign=foreign | unsure, mixed=mixed, observer=observer,
-                uncopied_target=self._uncopied(target),
+                uncopied_target=self._uncopied(target), specials_before=self._specials(target),
+                specials_after=self._specials(latest),
             )
         except restore.RestoreError as exc:
             raise JournalError(str(exc)) from None
@@ -869,6 +910,16 @@ class Journal:
             top=self.top, root=self.root, object_format=self.object_format, display=self._display,
             in_scope=self._in_scope, read_blob=self._blob,
         )
+
+    def _specials(self, commit: str) -> dict[str, int]:
+        """The top-relative FIFOs and sockets a snapshot found (git cannot store them), with their modes."""
+        found: dict[str, int] = {}
+        for p, mode in (self._meta(commit).get("specials") or {}).items():
+            try:
+                found[self._from_root(p)] = int(mode, 8)
+            except (TypeError, ValueError):
+                continue
+        return found
 
     def _uncopied(self, commit: str) -> set[str]:
         """The top-relative files a snapshot chose not to copy (a step made them; past the write quota)."""

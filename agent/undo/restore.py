@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from agent.fs import (
-    DIR_FLAGS, READ_FLAGS, ApplyError, WriteObserver, atomic_symlink, atomic_write, open_dir_confined, remove_empty_dir,
-    remove_empty_folders, remove_file,
+    DIR_FLAGS, READ_FLAGS, ApplyError, WriteObserver, atomic_symlink, atomic_write, make_special, open_dir_confined,
+    remove_empty_dir, remove_empty_folders, remove_file,
 )
 from agent.git import GitError, one_line, shown
 from agent.undo.ignored import walk_folders
@@ -30,6 +30,18 @@ DiskState = TreeEntry | None | Blocked | str  # str: "folder" | "special"
 
 _NO_ENTRY = TreeEntry("", "")
 _AS_LEFT = TreeEntry("as the step left it", "")  # an unrecorded file the disk still shows unchanged
+
+
+@dataclass(frozen=True)
+class Special:
+    """A FIFO or socket (git cannot store one: the snapshots' meta records it), by type and permission bits."""
+
+    mode: int
+
+
+def special_paths(before: dict[str, int], after: dict[str, int]) -> set[str]:
+    """Top-relative paths whose FIFO or socket differs between two snapshots (made, removed, changed)."""
+    return {p for p in set(before) | set(after) if before.get(p) != after.get(p)}
 
 
 class RestoreError(Exception):
@@ -61,11 +73,13 @@ def restore(
     place: Place, before: dict[str, TreeEntry], after: dict[str, TreeEntry], paths: list[str], *,
     unrecorded_target: dict[str, tuple[int, int]], unrecorded_latest: dict[str, tuple[int, int]],
     foreign: set[str], mixed: set[str], observer: WriteObserver | None = None, uncopied_target: AbstractSet[str] = frozenset(),
+    specials_before: dict[str, int] | None = None, specials_after: dict[str, int] | None = None,
 ) -> Restored:
     """Go back from `after` (what the disk must still show) to `before` over the `paths` that differ.
 
     `foreign`: paths only someone else changed (kept as they are); `mixed`: paths both changed (refused);
-    `unrecorded_*`: files too large to record, (size, mtime_ns) at the target and at the latest snapshot.
+    `unrecorded_*`: files too large to record, (size, mtime_ns) at the target and at the latest snapshot;
+    `specials_*`: the FIFOs and sockets (path -> mode) at the target and at the latest snapshot.
     Raises RestoreError (nothing restored) when a file differs from what the undone step left."""
     # Files too large to record: the latest snapshot says what the disk must still show (an older step's
     # entry is superseded by what the latest holds); put back from the target where it has them,
@@ -73,7 +87,8 @@ def restore(
     unrecorded, lost, not_restored = too_large(
         place, unrecorded_target, unrecorded_latest, before, foreign, uncopied=uncopied_target,
     )
-    paths = [p for p in paths if p not in lost]
+    specials_before, specials_after = specials_before or {}, specials_after or {}
+    paths = sorted((set(paths) | special_paths(specials_before, specials_after)) - set(lost))
     candidates = sorted(set(paths) | set(unrecorded))
     environments = new_environments(before, after)
     if environments:
@@ -85,7 +100,10 @@ def restore(
             unrecorded.pop(p, None)
         not_restored += [(place.display(e) + "/", "a Python environment this step made (perhaps moved from a name "
                           "undo does not hold): left in place, remove it yourself if unwanted") for e in environments]
-    plan = UndoPlan(place, before, after, [p for p in candidates if p not in foreign], observer, expected=unrecorded)
+    plan = UndoPlan(
+        place, before, after, [p for p in candidates if p not in foreign], observer, expected=unrecorded,
+        specials_before=specials_before, specials_after=specials_after,
+    )
     problem = plan.check(mixed)
     if problem:
         raise RestoreError(f"cannot undo: {problem}; nothing was restored")
@@ -143,7 +161,8 @@ class UndoPlan:
 
     def __init__(
         self, place: Place, before: dict[str, TreeEntry], after: dict[str, TreeEntry], paths: list[str],
-        observer: WriteObserver | None = None, expected: dict[str, tuple[int, int]] | None = None,
+        observer: WriteObserver | None = None, expected: dict[str, tuple[int, int]] | None = None, *,
+        specials_before: dict[str, int] | None = None, specials_after: dict[str, int] | None = None,
     ) -> None:
         self.place = place
         self.observer = observer
@@ -151,26 +170,36 @@ class UndoPlan:
         self.expected = expected or {}
         self.before = before  # the state undo goes back to
         self.after = after  # the state undo takes back (what the disk must still show)
+        # The FIFOs and sockets (top-relative path -> mode) undo goes back to, and those the disk must still show.
+        self.specials_before = specials_before or {}
+        self.specials_after = specials_after or {}
         self.paths = [p for p in paths if before.get(p, _NO_ENTRY).mode != "160000" and after.get(p, _NO_ENTRY).mode != "160000"]
         self.removals: list[str] = []  # files and links the agent made, to delete
         self.folders: list[str] = []  # folders in the way of a file to put back (emptied first)
         self.writes: list[tuple[str, TreeEntry]] = []
+        self.remakes: list[tuple[str, int]] = []  # FIFOs and sockets a step removed, to make again
 
     def check(self, mixed: set[str]) -> str | None:
         """The first reason the undo would lose someone's work (None: safe to go ahead)."""
         display, top = self.place.display, self.place.top
         conflicts = sorted(p for p in self.paths if p in mixed)
-        states = {
+        states: dict[str, DiskState | Special] = {
             rel: (_AS_LEFT if stat_is(top, rel, self.expected[rel]) else "changed")
             if rel in self.expected else disk_state(top, rel, self.place.object_format)
             for rel in self.paths
         }
         for rel, now in states.items():
+            if now == "special":  # a FIFO or socket is told apart by its type and bits (a device is not)
+                mode = special_at(top, rel)
+                states[rel] = Special(mode) if mode is not None else now
+        for rel, now in states.items():
             if rel in self.expected:
                 if now is not _AS_LEFT:
                     conflicts.append(rel)
                 continue
-            had = self.after.get(rel)
+            had: TreeEntry | Special | None = (
+                Special(self.specials_after[rel]) if rel in self.specials_after else self.after.get(rel)
+            )
             if isinstance(now, Blocked):
                 now = None  # nothing of ours is at that path: through a link it is not in the tree
             if now != had and not (now == "folder" and had is None):
@@ -181,11 +210,13 @@ class UndoPlan:
             return f"{names} changed after the agent's change (by you or another program)"
         removable = {rel for rel in self.paths if rel not in self.before and states[rel] not in (None, "folder") and not isinstance(states[rel], Blocked)}
         for rel in sorted(self.paths):
-            want, now = self.before.get(rel), states[rel]
-            if want is None:
+            want, now, remake = self.before.get(rel), states[rel], self.specials_before.get(rel)
+            if want is None and remake is None:
                 if rel in removable:
                     self.removals.append(rel)
                 continue
+            if remake is not None and rel in removable:
+                self.removals.append(rel)  # what the step put in its place goes first (a file over a folder stays)
             if isinstance(now, Blocked):
                 if now.at not in removable:
                     return f"{shown(display(now.at))} is {now.kind} now, where undo must put back {shown(display(rel))}"
@@ -200,7 +231,11 @@ class UndoPlan:
                         f"{shown(display(rel))} to put that file back)"
                     )
                 self.folders.append(rel)
-            self.writes.append((rel, want))
+            if remake is not None:
+                self.remakes.append((rel, remake))
+            else:
+                assert want is not None
+                self.writes.append((rel, want))
         return None
 
     def run(self) -> tuple[list[str], list[str]]:
@@ -227,11 +262,16 @@ class UndoPlan:
                 else:
                     atomic_write(top / rel, data, allow_binary=True, executable=entry.mode == "100755", observer=self.observer)
                 restored.append(rel)
+            for rel, mode in self.remakes:
+                current = rel
+                make_special(top / rel, mode, self.observer)
+                restored.append(rel)
         except (OSError, GitError) as exc:
             what = exc.strerror if isinstance(exc, OSError) and not isinstance(exc, ApplyError) and exc.strerror else str(exc)
             done = f" (already restored: {', '.join(shown(self.place.display(p)) for p in restored + deleted)})" if restored or deleted else ""
             raise RestoreError(f"cannot restore {shown(self.place.display(current))}: {one_line(what)}{done}") from None
-        return restored, deleted
+        put_back = set(restored)  # a FIFO replaced by what it was is restored, not removed
+        return restored, [rel for rel in deleted if rel not in put_back]
 
     def _prune(self, path: Path) -> None:
         remove_empty_folders(path.parent, self.place.root)
@@ -295,6 +335,23 @@ def disk_state(top: Path, rel: str, object_format: str) -> DiskState:
             os.close(handle)
     finally:
         os.close(fd)
+
+
+def special_at(top: Path, rel: str) -> int | None:
+    """The type and permission bits of the FIFO or socket at a top-relative path (lstat only, reached without
+    links; never opened); None when something else or nothing is there."""
+    parent, _, name = rel.rpartition("/")
+    try:
+        fd = open_dir_confined(top, parent) if parent else os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return stat.S_IFMT(mode) | stat.S_IMODE(mode) if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) else None
 
 
 def stat_is(top: Path, rel: str, expected: tuple[int, int]) -> bool:

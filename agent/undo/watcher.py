@@ -25,6 +25,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
@@ -80,6 +81,9 @@ class Changes(NamedTuple):
     foreign: set[str]  # only by someone else: undo keeps them
     mixed: set[str]  # by the agent (a Write/Edit, an applied overlay) and by someone else: undo refuses them
     uncertain: set[str]  # while a command wrote to the checkout directly: nobody can tell; undo names and keeps them
+    # Every path ribbit itself wrote, made or removed (told first: expect_write, agent_wrote), whoever changed it
+    # since: where the journal looks for the FIFOs and sockets git cannot list (an applied overlay's mknod).
+    written: AbstractSet[str] = frozenset()
 
 
 IgnoreCheck = Callable[[list[str]], set[str]]
@@ -163,6 +167,7 @@ class RepoWatcher:
         self._foreign: set[str] = set()  # since the last take_since_snapshot()
         self._ignored_changed = True  # an event touched an ignored path since ignored_quiet() last said
         self._agent: set[str] = set()
+        self._wrote: set[str] = set()  # paths ribbit wrote, made or removed since the last take_since_snapshot()
         self._uncertain: set[str] = set()  # changed in a window of a command writing to the checkout directly
         # Someone else's changes since the last settle(), and whether every event up to now is sorted into it.
         self._others: set[str] = set()
@@ -252,6 +257,7 @@ class RepoWatcher:
         with self._lock:
             self._written[rel] = sha
             self._agent.add(rel)
+            self._wrote.add(rel)
 
     def expect_write(self, path: Path, data: bytes | None) -> None:
         """WriteObserver: before a ribbit write or removal lands (the agent's edits, /undo), remember what
@@ -260,6 +266,7 @@ class RepoWatcher:
         if rel is not None:
             with self._lock:
                 self._written[rel] = None if data is None else hashlib.sha256(data).hexdigest()
+                self._wrote.add(rel)
 
     @contextmanager
     def agent_running(self) -> Iterator[None]:
@@ -374,9 +381,9 @@ class RepoWatcher:
         """What changed since the last call, by whom (see Changes)."""
         self.flush_now()
         with self._lock:
-            foreign, agent, uncertain = self._foreign, self._agent, self._uncertain
-            self._foreign, self._agent, self._uncertain = set(), set(), set()
-        return Changes(foreign - agent - uncertain, (foreign & agent) - uncertain, uncertain)
+            foreign, agent, uncertain, wrote = self._foreign, self._agent, self._uncertain, self._wrote
+            self._foreign, self._agent, self._uncertain, self._wrote = set(), set(), set(), set()
+        return Changes(foreign - agent - uncertain, (foreign & agent) - uncertain, uncertain, wrote)
 
     def wait_idle(self, timeout: float = 10.0) -> bool:
         """Block until nothing is pending (tests and the benchmark); False on timeout."""

@@ -9,9 +9,11 @@ on a descriptor opened with O_NOFOLLOW). The result goes into an index of ribbit
 temporary file, never the user's), from which `write-tree` makes the tree.
 
 A folder holding its own `.git` (a nested repository, or one the agent made) is walked here, so
-its files are never lost to a gitlink. Paths git cannot store (`.GIT/x`, `git~1/x`...), special
-files and folders git cannot read are left out, and named once in a notice: recording never
-fails because of a path the agent created.
+its files are never lost to a gitlink. Paths git cannot store (`.GIT/x`, `git~1/x`...), devices
+and folders git cannot read are left out, and named once in a notice: recording never
+fails because of a path the agent created. FIFOs and sockets (git neither stores nor lists them) are
+looked for, by lstat only, where ribbit wrote and where the last scan found one: `specials`, which the
+journal keeps in the snapshot's meta.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import shutil
 import stat
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,6 +137,10 @@ class WorkTreeIndex:
         self.uncopied: set[str] = set()
         self.quota: StoreQuota | None = None  # the write quota a step's copies count against
         self.copy_everything = False  # a throwaway tree whose snapshots must hold every byte (review)
+        # The FIFOs and sockets the last scan found (path -> st_mode: type and permission bits), which git
+        # cannot store nor list: looked for where the scan was told ribbit wrote (hints), where the previous
+        # scan found one, and among the paths the tree holds or held.
+        self.specials: dict[str, int] = {}
 
     def take_changed(self) -> set[str]:
         """Paths (top-relative, in scope) whose entry changed since the last call: what a snapshot made now
@@ -142,13 +148,14 @@ class WorkTreeIndex:
         changed, self._changed_since = self._changed_since, set()
         return {rel for rel in changed if self._in_scope(rel)}
 
-    def tree_now(self) -> str:
-        """The tree object of the work tree as it is now (scope only; the rest as in the user's index)."""
+    def tree_now(self, hints: Iterable[str] = ()) -> str:
+        """The tree object of the work tree as it is now (scope only; the rest as in the user's index).
+        `hints`: top-relative paths ribbit wrote since, where a FIFO or socket may be (see `specials`)."""
         top_fd = os.open(self.top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             if self._seed is None:
                 self._seed = self._read_user_index()
-            state = self._scan(top_fd)
+            state = self._scan(top_fd, hints=hints)
             changed = self._update_index(state)
         finally:
             os.close(top_fd)
@@ -156,19 +163,22 @@ class WorkTreeIndex:
             self._tree = self.objects.text("write-tree", env=self._index_env()).strip()
         return self._tree
 
-    def assume_recorded(self, entries: dict[str, TreeEntry]) -> None:
-        """Start from a snapshot's entries (a later process undoing a session): the paths it holds are
-        looked at by the next scan, git-ignored ones too, as if this index had recorded them."""
+    def assume_recorded(self, entries: dict[str, TreeEntry], specials: dict[str, int] | None = None) -> None:
+        """Start from a snapshot's entries (a later process undoing a session, a resumed one): the paths it
+        holds are looked at by the next scan, git-ignored ones too, as if this index had recorded them; and
+        its FIFOs and sockets (`specials`) too."""
         self._known = dict(entries)
+        if specials is not None:
+            self.specials = dict(specials)
 
-    def state_now(self) -> dict[str, TreeEntry]:
+    def state_now(self, hints: Iterable[str] = ()) -> dict[str, TreeEntry]:
         """The entries the work tree would be recorded with now, computed without writing to the object
-        store or an index (for an undo when the disk is full)."""
+        store or an index (for an undo when the disk is full); `specials` as the disk has them now."""
         top_fd = os.open(self.top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             if self._seed is None:
                 self._seed = self._read_user_index()
-            return self._scan(top_fd, write=False)
+            return self._scan(top_fd, write=False, hints=hints)
         finally:
             os.close(top_fd)
 
@@ -187,8 +197,9 @@ class WorkTreeIndex:
     def _in_scope(self, rel: str) -> bool:
         return self.scope == "." or rel.startswith(self.scope + "/")
 
-    def _scan(self, top_fd: int, *, write: bool = True) -> dict[str, TreeEntry]:
-        """Every path the snapshot holds, with its mode and object id (hashing what changed)."""
+    def _scan(self, top_fd: int, *, write: bool = True, hints: Iterable[str] = ()) -> dict[str, TreeEntry]:
+        """Every path the snapshot holds, with its mode and object id (hashing what changed); the FIFOs and
+        sockets found go to `specials`."""
         assert self._seed is not None
         started = time.time_ns()
         if self._ignored_listing_needed(write):
@@ -232,6 +243,7 @@ class WorkTreeIndex:
         folders: dict[str, Blocked | None] = {"": None}
         folder_stats: dict[str, os.stat_result] = {"": os.fstat(top_fd)}
         gone: list[str] = []
+        specials: dict[str, int] = {}
         for rel in candidates:
             known = self._known.get(rel)
             if not self._in_scope(rel):
@@ -274,8 +286,10 @@ class WorkTreeIndex:
                         links.append((rel, st, os.readlink(os.fsencode(rel), dir_fd=top_fd)))
                     except OSError as exc:
                         problems.append((rel, exc.strerror or "unreadable"))
+            elif stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+                specials[rel] = _special_mode(mode)  # not in the tree; undo knows it from the snapshot's meta
             else:
-                problems.append((rel, "not a regular file (a FIFO, socket or device)"))
+                problems.append((rel, "not a regular file (a device)"))
         left_out = _over_budget(to_hash)
         self.uncopied = set()
         if write and not first_scan and not self.copy_everything:
@@ -299,6 +313,8 @@ class WorkTreeIndex:
             state.update(self._hash_links(links, started))
         else:
             state.update(self._ids_in_process(top_fd, to_hash, links))
+        specials.update(self._find_specials(top_fd, (set(hints) | set(self.specials)) - candidates, folders, folder_stats))
+        self.specials = specials
         self._check_folders(top_fd, folder_stats, first_scan)
         if first_scan:
             self._check_untracked_folders(top_fd, first_scan=True)
@@ -306,6 +322,23 @@ class WorkTreeIndex:
         if write:
             self.ignored.release(gone)
         return state
+
+    def _find_specials(
+        self, top_fd: int, rels: Iterable[str], folders: dict[str, Blocked | None], stats: dict[str, os.stat_result],
+    ) -> dict[str, int]:
+        """Which of these top-relative paths are FIFOs or sockets now (lstat only: never opened); paths the
+        journal leaves outside (an environment), out of scope, or that git could never hold are not looked at."""
+        found: dict[str, int] = {}
+        for rel in rels:
+            if (
+                not rel or not self._in_scope(rel) or rel.endswith(TEMP_SUFFIX) or self.ignored.is_outside(rel)
+                or unstorable_reason(rel, is_link=False)
+            ):
+                continue
+            st = _lstat_confined(top_fd, rel, folders, stats)
+            if isinstance(st, os.stat_result) and (stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode)):
+                found[rel] = _special_mode(st.st_mode)
+        return found
 
     def _not_copied(self, items: list[tuple[str, os.stat_result]]) -> set[str]:
         """The files a step's snapshot leaves out of the object store: new ones past NEW_FILE_COPY_LIMIT (a
@@ -765,6 +798,11 @@ def _folder_ok(top_fd: int, folder: str, folders: dict[str, Blocked | None], sta
         if result is not None:
             return result
     return None
+
+
+def _special_mode(mode: int) -> int:
+    """A FIFO's or socket's type and permission bits, as the snapshot's meta records them."""
+    return stat.S_IFMT(mode) | stat.S_IMODE(mode)
 
 
 def _stat_key(st: os.stat_result) -> tuple[int, ...]:

@@ -225,8 +225,6 @@ def test_command_makes_a_hard_link_fifo_and_mode_000_file_and_undo_leaves_the_us
     assert not (repo / "linked.py").exists() and not (repo / "locked").exists()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ribbit undo leaves a FIFO the command made (applied from the overlay by mknod) and does not name it"))
 def test_undo_takes_back_a_fifo_the_command_made(repo: Path, tmp_path: Path) -> None:
     needs_overlay()
     replay = write_replay(tmp_path / "r.jsonl", xml_call("Bash", command="mkfifo pipe"), "Done.")
@@ -234,7 +232,8 @@ def test_undo_takes_back_a_fifo_the_command_made(repo: Path, tmp_path: Path) -> 
     assert os.path.lexists(repo / "pipe")
     undone = ribbit_undo(repo)
     assert undone.returncode == 0, undone.stderr
-    assert not os.path.lexists(repo / "pipe") or "pipe" in undone.stdout
+    assert not os.path.lexists(repo / "pipe") and "removed pipe" in undone.stdout
+    assert summary_of(tmp_path / "t.jsonl")["files_changed"] == ["pipe"]
 
 
 # -- while a question waits (ask mode) ---------------------------------------------------------------
