@@ -736,10 +736,10 @@ class RibbitApp(App[int]):
         self.preload()  # the new model reads the conversation so far (the system prompt at least) while the user types
 
     @work(thread=True, exclusive=True, group="undo")
-    def undo(self) -> None:
+    def undo(self, uncertain_too: bool = False) -> None:
         assert self.workspace is not None
         try:
-            result = self.workspace.undo_last()
+            result = self.workspace.undo_last(uncertain_too)
         except JournalError as exc:
             self.call_from_thread(self._notice, f"undo: {exc}", "error")
             return

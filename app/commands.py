@@ -188,7 +188,10 @@ async def diff(app: CommandHost, arg: str) -> None:
 
 
 async def undo(app: CommandHost, arg: str) -> None:
-    app.undo()
+    if arg.strip() not in ("", "uncertain"):
+        await app.main.transcript.add_notice(f"undo: unknown argument {arg.strip()!r}: /undo, or /undo uncertain", "error")
+        return
+    app.undo(uncertain_too=arg.strip() == "uncertain")
 
 
 async def compact(app: CommandHost, arg: str) -> None:
@@ -332,7 +335,7 @@ async def run_custom(app: CommandHost, command: CustomCommand, arg: str) -> None
 BUILTIN: dict[str, SlashCommand] = {c.name: c for c in (
     SlashCommand("/help", "show keys and commands", show_help, session=False, idle=False),
     SlashCommand("/diff", "everything this session changed, file by file", diff),
-    SlashCommand("/undo", "revert the last applied change", undo),
+    SlashCommand("/undo", "revert the last applied change (/undo uncertain: files a command outside the overlay changed too)", undo),
     SlashCommand("/rewind", "back to before an earlier prompt: its files, the conversation, or both", rewind),
     SlashCommand("/commit", "commit the files this session changed, with a message the model drafts and you edit",
                  commit),

@@ -17,6 +17,12 @@ def _parser() -> Parser:
     parser.add_argument("session", nargs="?", help="the session to undo (default: the latest); see --list")
     parser.add_argument("--list", action="store_true", help="list the journaled sessions")
     parser.add_argument("--repo", default=".", help="repository (default: current folder)")
+    parser.add_argument(
+        "--uncertain", action="store_true",
+        help="also take back the files changed while a command ran outside the overlay (no sandbox, or none on "
+             "this system), which ribbit cannot tell from your own changes made meanwhile; of a session already "
+             "undone, just those",
+    )
     return parser
 
 
@@ -44,7 +50,7 @@ def undo_main(argv: list[str]) -> int:
                 files = ", ".join(names) + (" ..." if len(info.files) > 6 else "") or "no files changed"
                 print(visible(f"{info.session_id}  {when}  {state}  {files}", one_line=True))  # agent-made names
             return 0
-        result = undo_session(root, args.session)
+        result = undo_session(root, args.session, uncertain_too=args.uncertain)
     except JournalError as exc:
         print(f"ribbit undo: error: {visible(str(exc), one_line=True)}", file=sys.stderr)
         return 1

@@ -51,9 +51,6 @@ from agent.fs import (
 # Directory xattrs overlayfs sets on a folder the command removed and made again ("y": the lower
 # folder's entries are hidden): `trusted.` as root, `user.` with userxattr.
 OPAQUE_XATTRS = ("trusted.overlay.opaque", "user.overlay.opaque")
-# Set on a file overlayfs copied up from the checkout (when the checkout's file system can name its files:
-# ext4, xfs, btrfs, tmpfs...): the command changed a file that was there.
-ORIGIN_XATTRS = ("trusted.overlay.origin", "user.overlay.origin")
 NAMED = 5
 # What mount's option string cannot carry in a path.
 _UNMOUNTABLE = set(",:\\\n")
@@ -281,8 +278,11 @@ class OverlayRun:
             if now is not None and self._changed_meanwhile(down, name, now):
                 report.kept.append(rel)
                 return False
-            if now is None and (_copied_up(up, name) or (observer is not None and observer.changed_by_others(dest))):
-                report.kept.append(rel)  # someone removed it while the command ran: their removal stands
+            # Gone from the checkout: removed by someone while the command ran (their removal stands), or never
+            # there. Only the watcher can tell (overlayfs's origin mark names the file a copy came from, which a
+            # `mv` of the command's carries to a new name).
+            if now is None and observer is not None and observer.changed_by_others(dest):
+                report.kept.append(rel)
                 return False
             if now is not None and stat.S_ISDIR(now.st_mode):
                 _remove_at(down, name, dest, observer)
@@ -424,20 +424,6 @@ def _lstat_at(fd: int, name: str) -> os.stat_result | None:
 def _read_at(fd: int, name: str) -> bytes:
     handle, _info = open_regular(name, dir_fd=fd)
     return read_and_close(handle)
-
-
-def _copied_up(fd: int, name: str) -> bool:
-    """Whether an upper-layer file is a copy of a checkout file the command changed (overlayfs marks the copy
-    with its origin), not one the command made: a copy whose checkout file is gone now was removed by
-    someone else while the command ran."""
-    for xattr in ORIGIN_XATTRS:
-        try:
-            # (ribbit's own folder, hidden from every command: its path through /proc is safe to name)
-            os.getxattr(f"/proc/self/fd/{fd}/{name}", xattr, follow_symlinks=False)
-            return True
-        except OSError:
-            continue
-    return False
 
 
 def _opaque(fd: int) -> bool:

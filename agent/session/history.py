@@ -27,13 +27,13 @@ def journaled_sessions(root: Path) -> tuple[list[SessionSnapshots], str]:
     return found, journals[0].kind
 
 
-def undo_session(root: Path, session_id: str | None = None) -> UndoResult:
+def undo_session(root: Path, session_id: str | None = None, uncertain_too: bool = False) -> UndoResult:
     """Put back every file a session changed (None: the latest listed one that changed files and is not
-    undone yet). JournalError (one line) when it cannot."""
+    undone yet; with `uncertain_too`, undone or not). JournalError (one line) when it cannot."""
     journals = open_journals(root.resolve())
     if session_id is None:
         listed, _kind = journaled_sessions(root)
-        pending = [s for s in listed if not s.reverted and (s.steps > 0 or s.cut_short)]
+        pending = [s for s in listed if (uncertain_too or not s.reverted) and (s.steps > 0 or s.cut_short)]
         if not pending:
             raise JournalError("nothing to undo: no session that changed files is journaled here")
         session_id = pending[-1].session_id
@@ -43,7 +43,7 @@ def undo_session(root: Path, session_id: str | None = None) -> UndoResult:
     if held is not None:
         raise JournalError(held)
     try:
-        return journal.undo_session(session_id)
+        return journal.undo_session(session_id, uncertain_too)
     finally:
         lock.release()
 

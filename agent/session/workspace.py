@@ -506,7 +506,7 @@ class Workspace:
     def patch(self) -> str:
         return self.journal.patch()
 
-    def undo_last(self) -> UndoResult:
+    def undo_last(self, uncertain_too: bool = False) -> UndoResult:
         """`/undo`: the journal's undo_last (JournalError with one line when it refuses); the watcher is
         told of each write first, so the undo is not reported as an outside change. After a step the journal
         could not record, what others changed since (the watcher saw it) is kept, never undone with it."""
@@ -514,12 +514,12 @@ class Workspace:
         watcher = self.watcher
         if watcher is not None and self.journal.has_pending():
             self.journal.others_changed(*watcher.take_since_snapshot())
-        result = self.journal.undo_last(observer=watcher)
+        result = self.journal.undo_last(observer=watcher, uncertain_too=uncertain_too)
         kept, uncertain = list(result.kept), list(result.uncertain)
         # A `!command`'s steps hold only the user's changes (kept by any undo): /undo means the agent's
         # last change, so it goes on to the step before them.
         while result.undone.startswith((USER_STEP, BEFORE_STEP)) and len(self.journal.snapshots) > 1:
-            result = self.journal.undo_last(observer=watcher)
+            result = self.journal.undo_last(observer=watcher, uncertain_too=uncertain_too)
             kept += [p for p in result.kept if p not in kept]
             uncertain += [p for p in result.uncertain if p not in uncertain]
         return result.model_copy(update={"kept": kept, "uncertain": uncertain})

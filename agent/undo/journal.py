@@ -34,6 +34,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import BaseModel
 
@@ -58,6 +59,7 @@ RIBBIT_IDENTITY = {
     "GIT_COMMITTER_NAME": "ribbit", "GIT_COMMITTER_EMAIL": "ribbit@localhost",
 }
 GIT_ERRORS = (GitError, OSError, ValueError)
+_T = TypeVar("_T")
 NAMESPACE = "refs/ribbit"
 NOTICE_NAMES = 3
 PATCH_PATHS = 1_000  # paths named on one `git diff` command line
@@ -95,7 +97,9 @@ class UndoResult(BaseModel):
             parts.append("kept your changes to " + ", ".join(map(shown, self.kept)))
         if self.uncertain:
             parts.append("left as they are (changed while a command ran outside the overlay, so ribbit cannot tell "
-                         "whose change they are): " + ", ".join(map(shown, self.uncertain)))
+                         "whose change they are): " + ", ".join(map(shown, self.uncertain))
+                         + " (if they are all the command's: `/undo uncertain` in the session, or `ribbit undo --uncertain` "
+                         "after it, takes them back)")
         if self.unrecorded_step:
             parts.append("changed after the last recorded step (an unrecorded step's, or yours since), taken back too: "
                          + ", ".join(map(shown, self.unrecorded_step)))
@@ -168,6 +172,8 @@ class Journal:
         # A step the journal could not record (a full disk): (label, foreign, mixed, uncertain, written); undo
         # still takes it back, and what others changed since (see others_changed) counts as theirs.
         self._pending: tuple[str, list[str], list[str], list[str], list[str]] | None = None
+        # How to take back what the last undo_last left as uncertain: `/undo uncertain` right after it.
+        self._left_uncertain: Callable[[WriteObserver | None], UndoResult] | None = None
         # Root-relative paths the agent's steps changed (someone else's changes left out): "files changed".
         self.agent_changed: set[str] = set()
 
@@ -243,6 +249,7 @@ class Journal:
             self._trees[commit] = tree
             self.snapshots.append(commit)
             self._pending = None
+            self._left_uncertain = None
             return commit
 
     def _commit(self, tree: str, parent: list[str], label: str, meta: dict[str, object]) -> str:
@@ -649,24 +656,34 @@ class Journal:
 
     # -- undo -----------------------------------------------------------------------------------
 
-    def undo_last(self, observer: WriteObserver | None = None) -> UndoResult:
+    def undo_last(self, observer: WriteObserver | None = None, uncertain_too: bool = False) -> UndoResult:
         """Put the files back as they were before the last step that changed them.
 
         Raises JournalError (one line) when there is nothing to undo or a file it would overwrite
         was changed after that step by someone other than ribbit. `observer` (the watcher) is told of
-        each write before it lands.
+        each write before it lands. `uncertain_too`: take back the step's uncertain files as well (see
+        snapshot); right after an undo that left some, and nothing recorded since, just those.
         """
         with self._lock:
+            left = self._left_uncertain
+            self._left_uncertain = None
+            if uncertain_too and left is not None:
+                return left(observer)
             if self._pending is not None:
                 try:
                     self.snapshot(*self._pending)  # the disk may have room again
                 except JournalError:
-                    return self._undo_unrecorded(observer)
+                    return self._undo_unrecorded(self._pending, observer, uncertain_too)
             if len(self.snapshots) < 2:
                 raise JournalError("nothing to undo: the agent has not changed any file in this session")
             latest, previous = self.snapshots[-1], self.snapshots[-2]
             step = self._meta(latest).get("label", f"step {len(self.snapshots) - 1}")
-            result = self._restore(previous, latest, [latest], undone=str(step), observer=observer)
+            result = self._restore(previous, latest, [latest], undone=str(step), observer=observer, uncertain_too=uncertain_too)
+            if result.uncertain:
+                unsure = self._others_of([latest])[2]
+                self._left_uncertain = lambda seen: self._restore(
+                    previous, latest, [latest], undone=str(step), observer=seen, uncertain_too=True, only=unsure,
+                )
             try:
                 n = len(self.snapshots) - 1
                 self._objects.run("update-ref", f"{self.namespace}/{self.session_id}/undone/{n}", latest)
@@ -676,12 +693,14 @@ class Journal:
             self.snapshots.pop()
             return result
 
-    def _undo_unrecorded(self, observer: WriteObserver | None) -> UndoResult:
+    def _undo_unrecorded(
+        self, pending: tuple[str, list[str], list[str], list[str], list[str]], observer: WriteObserver | None,
+        uncertain_too: bool = False, only: set[str] | None = None,
+    ) -> UndoResult:
         """Undo a step the journal could not record: every file that differs from the last recorded
         snapshot goes back to it (what someone else changed meanwhile is kept), computed without writing
         anything to the journal (the disk may still be full)."""
-        assert self._pending is not None
-        label, foreign, mixed, uncertain, written = self._pending
+        label, foreign, mixed, uncertain, written = pending
         target = self.snapshots[-1]
         specials_before = self._specials(target)
         try:
@@ -690,7 +709,7 @@ class Journal:
             specials_now = dict(self._worktree.specials)
         except GIT_ERRORS as exc:
             raise JournalError(f"cannot read the files to undo {label}: {_one_line(exc)}") from None
-        unsure = {self._from_root(p) for p in uncertain}
+        unsure = set() if uncertain_too else {self._from_root(p) for p in uncertain}
         others = {self._from_root(p) for p in foreign} | unsure
         # Files too large to hash keep their earlier entry in `now`: the scan's own list names them.
         place = self._place()
@@ -701,13 +720,15 @@ class Journal:
         paths = sorted(
             p for p in set(before) | set(now) | set(unrecorded) | restore.special_paths(specials_before, specials_now)
             if self._in_scope(p) and (before.get(p) != now.get(p) or p in unrecorded or specials_before.get(p) != specials_now.get(p))
-            and p not in others and p not in lost
+            and p not in others and p not in lost and (only is None or p in only)
         )
         plan = restore.UndoPlan(
             place, before, now, paths, observer, expected=unrecorded, specials_before=specials_before, specials_after=specials_now,
         )
         restored, deleted = _carry_out(plan, {self._from_root(p) for p in mixed})
         self._pending = None
+        if unsure:
+            self._left_uncertain = lambda seen: self._undo_unrecorded(pending, seen, True, only=unsure)
         return UndoResult(
             session_id=self.session_id, undone=label,
             restored=[self._display(p) for p in restored], deleted=[self._display(p) for p in deleted],
@@ -759,12 +780,15 @@ class Journal:
             if changed:
                 self.snapshot("resumed", foreign=changed)
 
-    def undo_session(self, session_id: str) -> UndoResult:
-        """`ribbit undo SESSION`: every file the session changed goes back to its start state."""
+    def undo_session(self, session_id: str, uncertain_too: bool = False) -> UndoResult:
+        """`ribbit undo SESSION`: every file the session changed goes back to its start state; its uncertain
+        files (see snapshot) only with `uncertain_too`, which after a plain undo takes back just those."""
         snapshots = self.session_snapshots(session_id)
         if not snapshots:
             raise JournalError(f"no ribbit session {shown(session_id)!r} in {self.kind}")
         if self._ref_exists(f"{self.namespace}/{session_id}/reverted"):
+            if uncertain_too:
+                return self._undo_uncertain_of(session_id, snapshots)
             raise JournalError(f"session {session_id} was already undone")
         cut_short = self._ref_exists(self._open_ref(session_id)) and session_id != self._live_session()
         if len(snapshots) < 2 and not cut_short:
@@ -773,13 +797,33 @@ class Journal:
         if scope != self.scope:
             raise JournalError(f"session {session_id} ran in {self.top / scope}; run ribbit undo there")
         if cut_short:
-            result = self._undo_cut_short(session_id, snapshots)
+            result = self._undo_cut_short(session_id, snapshots, uncertain_too)
         else:
-            result = self._restore(snapshots[0], snapshots[-1], snapshots[1:], undone="session", session_id=session_id)
+            result = self._restore(
+                snapshots[0], snapshots[-1], snapshots[1:], undone="session", session_id=session_id, uncertain_too=uncertain_too,
+            )
         try:
             self._objects.run("update-ref", f"{self.namespace}/{session_id}/reverted", snapshots[-1])
+            if uncertain_too:
+                self._objects.run("update-ref", f"{self.namespace}/{session_id}/uncertain-undone", snapshots[-1])
             if cut_short:
                 self._objects.run("update-ref", "-d", self._open_ref(session_id))
+        except GIT_ERRORS as exc:
+            raise JournalError(f"files restored, but the journal could not be updated: {_one_line(exc)}") from None
+        return result
+
+    def _undo_uncertain_of(self, session_id: str, snapshots: list[str]) -> UndoResult:
+        """`ribbit undo --uncertain` of a session already undone: its uncertain files, as the session left them,
+        go back to its start (the rest was put back by the first undo)."""
+        marked = f"{self.namespace}/{session_id}/uncertain-undone"
+        unsure = self._others_of(snapshots[1:])[2]
+        if self._ref_exists(marked) or not unsure:
+            raise JournalError(f"session {session_id} was already undone, and left no uncertain file to take back")
+        result = self._restore(
+            snapshots[0], snapshots[-1], snapshots[1:], undone="session", session_id=session_id, uncertain_too=True, only=unsure,
+        )
+        try:
+            self._objects.run("update-ref", marked, snapshots[-1])
         except GIT_ERRORS as exc:
             raise JournalError(f"files restored, but the journal could not be updated: {_one_line(exc)}") from None
         return result
@@ -788,7 +832,7 @@ class Journal:
         """This journal's own session when it has one running (its open mark is its own, not a cut-short one)."""
         return self.session_id if self.snapshots else None
 
-    def _undo_cut_short(self, session_id: str, snapshots: list[str]) -> UndoResult:
+    def _undo_cut_short(self, session_id: str, snapshots: list[str], uncertain_too: bool = False) -> UndoResult:
         """`ribbit undo` of a session whose last task ended with a step unrecorded (its open mark stayed):
         what the recorded steps changed and whatever differs from the last snapshot now go back to the
         session's start. The disk's state is computed without writing to the journal (it may still be
@@ -799,6 +843,8 @@ class Journal:
             before, recorded = self._entries(target), self._entries(latest)
             changed = set(self._changed(target, latest)) if len(snapshots) > 1 else set()
             foreign, mixed, unsure = self._others_of(snapshots[1:])
+            if uncertain_too:
+                unsure = set()
             foreign |= unsure
             specials_before = self._specials(target)
             # What the session recorded is looked at, ignored files too; its FIFOs and sockets as well (one the
@@ -868,20 +914,30 @@ class Journal:
 
     def _restore(
         self, target: str, latest: str, covered: list[str], *, undone: str, session_id: str | None = None,
-        observer: WriteObserver | None = None,
+        observer: WriteObserver | None = None, uncertain_too: bool = False, only: set[str] | None = None,
     ) -> UndoResult:
+        """Back from `latest` to `target` over what the `covered` steps changed; their uncertain files kept
+        unless `uncertain_too`; `only`: these top-relative paths and no other."""
         try:
             before, after = self._entries(target), self._entries(latest)
             paths = self._changed(target, latest)
         except GIT_ERRORS as exc:
             raise JournalError(f"cannot read the journal: {_one_line(exc)}") from None
         foreign, mixed, unsure = self._others_of(covered)
+        if uncertain_too:
+            unsure = set()
+
+        def within(found: dict[str, _T]) -> dict[str, _T]:
+            return found if only is None else {p: v for p, v in found.items() if p in only}
+
+        if only is not None:
+            paths = [p for p in paths if p in only]
         try:
             done = restore.restore(
-                self._place(), before, after, paths, unrecorded_target=self._unrecorded(target),
-                unrecorded_latest=self._unrecorded(latest), foreign=foreign | unsure, mixed=mixed, observer=observer,
-                uncopied_target=self._uncopied(target), specials_before=self._specials(target),
-                specials_after=self._specials(latest),
+                self._place(), before, after, paths, unrecorded_target=within(self._unrecorded(target)),
+                unrecorded_latest=within(self._unrecorded(latest)), foreign=foreign | unsure, mixed=mixed, observer=observer,
+                uncopied_target=self._uncopied(target), specials_before=within(self._specials(target)),
+                specials_after=within(self._specials(latest)),
             )
         except restore.RestoreError as exc:
             raise JournalError(str(exc)) from None

@@ -125,7 +125,9 @@ def _fresh_repo(disk: Path) -> Path:
 
 
 def _ribbit_undo(repo: Path, session: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "app.cli", "undo", session, "--repo", str(repo)],
+    """`ribbit undo --uncertain`: on a disk of its own the repository has no overlay (ribbit's state is elsewhere),
+    so what the commands wrote is uncertain, and taken back only when asked."""
+    return subprocess.run([sys.executable, "-m", "app.cli", "undo", session, "--uncertain", "--repo", str(repo)],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
 
 

@@ -178,6 +178,25 @@ def test_without_the_overlay_what_changed_while_a_command_ran_is_named_and_left_
     assert "cannot tell" in named and "calc.py" in named and "out.txt" in named, named  # ... and named
 
 
+def test_uncertain_files_are_taken_back_only_when_asked(repo: Path, tmp_path: Path) -> None:
+    """The user who knows nobody else wrote while the command ran: after the plain undo, `ribbit undo
+    --uncertain` takes back just the files it left, once."""
+    replay = write_replay(tmp_path / "r.jsonl", xml_call("Bash", command="echo built > out.txt; echo x >> calc.py"), "Done.")
+    proc = ribbit_run(repo, replay, tmp_path / "t.jsonl", "--mode", "full-auto", "--no-sandbox")
+    proc.communicate(timeout=180)
+    assert proc.returncode == 0
+    plain = ribbit_undo(repo)
+    assert plain.returncode == 0, plain.stderr
+    assert (repo / "out.txt").exists() and (repo / "calc.py").read_text().endswith("x\n")  # left
+    asked = subprocess.run([sys.executable, "-m", "app.cli", "undo", "--uncertain", "--repo", str(repo)],
+                           capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert asked.returncode == 0, asked.stderr
+    assert not (repo / "out.txt").exists() and (repo / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"
+    again = subprocess.run([sys.executable, "-m", "app.cli", "undo", "--uncertain", "--repo", str(repo)],
+                           capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert again.returncode == 1 and "no uncertain file" in again.stderr
+
+
 def test_a_second_session_in_the_repository_is_told_and_does_not_write(repo: Path, tmp_path: Path) -> None:
     first_replay = write_replay(tmp_path / "a.jsonl", xml_call("Bash", command="sleep 6"), "Done.")
     first_transcript = tmp_path / "a.jsonl.t"
