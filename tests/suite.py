@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 
-SHARED = ["-n", "2", "--dist", "loadgroup", "-m", "not alone"]
+SHARED = ["-n", "3", "--dist", "loadgroup", "-m", "not alone"]
 ALONE = ["-m", "alone"]
 NO_TESTS = 5
 

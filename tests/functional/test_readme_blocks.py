@@ -126,6 +126,7 @@ def run_block(block: Block, cwd: Path, env: dict[str, str], rc_file: Path) -> tu
     return [(line, int(codes[str(n)])) for n, line in enumerate(lines)], proc.stdout + proc.stderr
 
 
+@pytest.mark.slow  # every README command in a shell: ribbit started a dozen times as a process of its own
 def test_the_readme_blocks_run_as_written_on_a_fresh_machine(tmp_path: Path) -> None:
     assert shutil.which("bwrap"), "full-auto in the README's block needs the sandbox"
     home = tmp_path / "home"

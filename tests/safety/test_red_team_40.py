@@ -30,6 +30,8 @@ QUESTION = "[y/n/n: reason] "
 # layer is not seen through the overlay once the name was looked up (a cached negative entry), so polling
 # for `go.mark` ran to its cap in every test.
 WAIT_NAME = "ribbit-rt40-wait"
+# release() ends every sleep of that name: the file's tests run on one worker, one at a time (tests.suite).
+pytestmark = pytest.mark.xdist_group("red_team_40")
 WAIT = f"touch ready.mark; (exec -a {WAIT_NAME} sleep 45) || true; rm -f ready.mark"
 
 
