@@ -183,12 +183,11 @@ def test_sandboxed_command_dies_with_ribbit(repo: Path) -> None:
         [sys.executable, "-c", DRIVER, str(root), str(repo), marker], stdout=subprocess.PIPE, text=True,
     )
     assert driver.stdout is not None and driver.stdout.readline().strip() == "start"
-    for _ in range(600):  # wait until the sandboxed sleep itself runs (bwrap's own argv names it earlier)
-        if subprocess.run(["pgrep", "-f", f"^sleep {marker}$"], capture_output=True).stdout.strip():
-            break
+    deadline = time.monotonic() + 180  # a busy machine (other test workers) starts ribbit slowly: a wait, not a timing
+    while not subprocess.run(["pgrep", "-f", f"^sleep {marker}$"], capture_output=True).stdout.strip():
+        # until the sandboxed sleep itself runs (bwrap's own argv names it earlier)
+        assert time.monotonic() < deadline and driver.poll() is None, "the sandboxed command never started"
         time.sleep(0.05)
-    else:
-        raise AssertionError("the sandboxed command never started")
     driver.kill()  # kill -9: no atexit, no cleanup code runs in ribbit
     driver.wait()
     assert _gone(f"sleep {marker}")
