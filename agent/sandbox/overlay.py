@@ -253,6 +253,9 @@ class OverlayRun:
                 report.applied.append(rel)
             return False
         if stat.S_ISDIR(info.st_mode):
+            if now is None and observer is not None and observer.changed_by_others(dest):
+                report.kept.append(rel)  # the folder removed (or moved away) meanwhile: that stands, with what is in it
+                return False
             if now is not None and not stat.S_ISDIR(now.st_mode):
                 if self._changed_meanwhile(down, name, now):
                     report.kept.append(rel)
@@ -315,6 +318,9 @@ class OverlayRun:
         if stat.S_ISFIFO(info.st_mode) or stat.S_ISSOCK(info.st_mode):
             if now is not None and self._changed_meanwhile(down, name, now):
                 report.kept.append(rel)
+                return False
+            if now is None and observer is not None and observer.changed_by_others(dest):
+                report.kept.append(rel)  # removed meanwhile: that stands, as for a file
                 return False
             if now is not None:
                 _remove_at(down, name, dest, observer)

@@ -27,12 +27,13 @@ import time
 from collections.abc import Callable, Iterator
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
 
 from pydantic import BaseModel
 from watchdog.events import (
+    DirDeletedEvent,
     DirMovedEvent,
     FileAttribEvent,
     FileCreatedEvent,
@@ -67,6 +68,7 @@ WATCH_HASH_LIMIT = 64 * 1024 * 1024
 # What changes content or mode (a chmod is a change git records): no open/close events, so reads cost nothing.
 EVENT_FILTER: list[type[FileSystemEvent]] = [
     FileCreatedEvent, FileModifiedEvent, FileAttribEvent, FileDeletedEvent, FileMovedEvent, DirMovedEvent,
+    DirDeletedEvent,  # (a folder moved out of the tree names none of its files)
 ]
 
 
@@ -129,6 +131,8 @@ class _Handler(FileSystemEventHandler):
         if event.event_type in ("opened", "closed_no_write"):
             return
         if event.is_directory and event.event_type != "moved":
+            if event.event_type == "deleted":  # (a folder moved out of the tree, to the trash: no event of its files)
+                self.watcher._folder_removed(os.fsdecode(event.src_path))
             return
         paths = [event.src_path, getattr(event, "dest_path", "")]
         self.watcher._record([os.fsdecode(p) for p in paths if p])
@@ -317,8 +321,9 @@ class RepoWatcher:
             self._judge_now()
             with self._lock:
                 self._others_judged = True
-        with self._lock:
-            return rel in self._others
+        above = [str(folder) for folder in PurePosixPath(rel).parents][:-1]  # (the last is ".")
+        with self._lock:  # the file, or a folder above it (removed, or moved away)
+            return rel in self._others or any(folder in self._others for folder in above)
 
     def sync(self) -> bool:
         """Wait until the observer has delivered every event that happened before now: create a marker
@@ -413,6 +418,14 @@ class RepoWatcher:
         if rel.endswith(TEMP_SUFFIX):
             return None
         return rel
+
+    def _folder_removed(self, path: str) -> None:
+        """A folder gone (removed, or moved out of the tree: then no event names its files): for
+        `changed_by_others` only, which asks about what a command changed in it."""
+        rel = self._rel(path)
+        if rel is not None:
+            with self._lock:
+                self._others.add(rel)
 
     def _record(self, paths: list[str]) -> None:
         now = time.monotonic()
