@@ -5,6 +5,7 @@ Real `ribbit run` / `ribbit undo` processes, real git, watcher and bubblewrap; e
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -272,3 +273,68 @@ def test_undo_uncertain_of_a_session_not_undone_takes_back_everything_once(repo:
     twice = undo_uncertain(repo)
     assert twice.returncode != 0
     assert (repo / "out.txt").read_text() == "the user's out.txt\n"
+
+
+OTHER_DISK_SCRIPT = r"""
+import json, os, subprocess, sys
+from pathlib import Path
+state, repo, replay, transcript = map(Path, sys.argv[1:5])
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(state)], check=True)
+os.environ["XDG_STATE_HOME"] = str(state)
+def ribbit(*args):
+    done = subprocess.run([sys.executable, "-m", "app.cli", *args, "--repo", str(repo)], capture_output=True, text=True)
+    return {"code": done.returncode, "out": done.stdout + done.stderr}
+seen = {"run": ribbit("run", "go", "--model", f"replay:{replay}", "--transcript", str(transcript), "--mode", "full-auto")}
+seen["after_run"] = (repo / "calc.py").read_text()
+seen["plain"] = ribbit("undo")
+seen["after_plain"] = (repo / "calc.py").read_text()
+seen["out_after_plain"] = (repo / "out.txt").exists()
+seen["asked"] = ribbit("undo", "--uncertain")
+seen["after_asked"] = (repo / "calc.py").read_text()
+seen["out_after_asked"] = (repo / "out.txt").exists()
+print("RESULT " + json.dumps(seen))
+"""
+
+
+def test_state_on_another_disk_with_the_sandbox_on_leaves_the_commands_files_uncertain(
+    repo: Path, isolated_state: Path, tmp_path: Path,
+) -> None:
+    """The sandbox on, ribbit's state folder on a tmpfs (another disk than the repository): no overlay, the
+    command writes to the checkout directly. A plain undo leaves its files and names them; `--uncertain`
+    takes them back."""
+    state = tmp_path / "state-disk"
+    state.mkdir()
+    outside = tmp_path / "outside.txt"  # the sandbox keeps what is outside the repository read-only
+    command = f"echo '# cmd' >> calc.py; echo built > out.txt; echo escaped > {outside} 2>/dev/null; true"
+    replay = write_replay(tmp_path / "r.jsonl", xml_call("Bash", command=command), "Done.")
+    proc = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", sys.executable, "-c", OTHER_DISK_SCRIPT, str(state),
+         str(repo), str(replay), str(tmp_path / "t.jsonl")],
+        capture_output=True, text=True, cwd=ROOT, timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seen = json.loads(proc.stdout.split("RESULT ", 1)[1])
+    assert seen["run"]["code"] == 0, seen["run"]["out"][-2000:]
+    assert not outside.exists(), "the command ran without the sandbox"
+    assert seen["after_run"] == ORIGINAL + "# cmd\n"
+    assert seen["plain"]["code"] == 0, seen["plain"]["out"]
+    assert seen["after_plain"] == ORIGINAL + "# cmd\n" and seen["out_after_plain"]
+    assert "cannot tell" in seen["plain"]["out"] and "calc.py" in seen["plain"]["out"]
+    assert seen["asked"]["code"] == 0, seen["asked"]["out"]
+    assert seen["after_asked"] == ORIGINAL and not seen["out_after_asked"]
+
+
+def test_no_sandbox_command_deletes_the_users_uncommitted_file_and_it_can_be_had_back(repo: Path, tmp_path: Path) -> None:
+    """A hostile command (--no-sandbox) removes the user's uncommitted notes: a plain undo leaves the removal
+    (uncertain) but names the file; `ribbit undo --uncertain` brings the user's bytes back."""
+    (repo / "notes.md").write_text("my uncommitted notes\n")
+    replay = write_replay(tmp_path / "r.jsonl", xml_call("Bash", command="rm notes.md"), "Done.")
+    proc = ribbit_run(repo, replay, tmp_path / "t.jsonl", "--mode", "full-auto", "--no-sandbox")
+    proc.communicate(timeout=180)
+    assert proc.returncode == 0 and not (repo / "notes.md").exists()
+    assert summary_of(tmp_path / "t.jsonl")["files_changed"] == ["notes.md"]
+    plain = ribbit_undo(repo)
+    assert "notes.md" in plain.stdout + plain.stderr
+    asked = undo_uncertain(repo)
+    assert asked.returncode == 0, asked.stderr
+    assert (repo / "notes.md").read_text() == "my uncommitted notes\n"
