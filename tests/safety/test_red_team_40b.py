@@ -19,12 +19,13 @@ import pytest
 from tests.conftest import git, xml_call
 from tests.safety.cli import ROOT, write_replay
 from tests.safety.test_red_team_40 import (
-    ORIGINAL, USERS, WAIT, WAIT_NAME, editor_rename_save, needs_overlay, release, run_with_user_during_command,
+    ORIGINAL, USERS, WAIT, WAIT_NAME, needs_overlay, release, run_with_user_during_command,
 )
 from tests.safety.test_your_edits_survive import READ_CALC, ribbit_run, ribbit_undo, summary_of
 
-# release() ends every sleep named WAIT_NAME: these tests run on one worker, one at a time.
-pytestmark = pytest.mark.xdist_group("red_team_40b")
+# release() ends every sleep named WAIT_NAME, which test_red_team_40.py's commands use too: both files' tests
+# run on one worker, one at a time (the same group).
+pytestmark = pytest.mark.xdist_group("red_team_40")
 assert WAIT_NAME in WAIT
 MODULE = "def helper():\n    return 1\n"
 
@@ -251,7 +252,8 @@ def test_undo_uncertain_after_the_user_edited_an_uncertain_file_loses_nothing(re
     (repo / "calc.py").write_text(USERS)  # the user's own version, after the session
     asked = undo_uncertain(repo)
     assert (repo / "calc.py").read_text() == USERS, asked.stdout + asked.stderr
-    assert "calc.py" in asked.stdout + asked.stderr
+    assert asked.returncode == 1 and "calc.py changed after the agent's change" in asked.stderr, asked.stderr
+    assert (repo / "out.txt").exists()  # refused as a whole: nothing restored
 
 
 def test_undo_uncertain_of_a_session_not_undone_takes_back_everything_once(repo: Path, tmp_path: Path) -> None:
@@ -269,9 +271,9 @@ def test_undo_uncertain_of_a_session_not_undone_takes_back_everything_once(repo:
     assert not (repo / "new.txt").exists() and not (repo / "out.txt").exists()
     (repo / "out.txt").write_text("the user's out.txt\n")
     again = ribbit_undo(repo)
-    assert again.returncode != 0
+    assert again.returncode == 1 and "nothing to undo" in again.stderr
     twice = undo_uncertain(repo)
-    assert twice.returncode != 0
+    assert twice.returncode == 1 and "already undone" in twice.stderr
     assert (repo / "out.txt").read_text() == "the user's out.txt\n"
 
 
