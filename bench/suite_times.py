@@ -1,7 +1,8 @@
 """`python -m bench.suite_times`: how long the quick tier and the whole test suite take here, in figures.
 
-Runs, one after the other from the checkout's root, the quick tier (`pytest -m quick -n 2`,
-tests/tiers.py) and the whole suite as the README runs it, and prints each one's wall time, CPU time and test count
+Runs, one after the other from the checkout's root, the quick tier (`pytest -m quick -n 3`,
+tests/tiers.py) and the whole suite as the README runs it (`python -m tests.suite`: the shared tests on three
+workers, then the llama.cpp ones alone), and prints each one's wall time, CPU time and test count
 (docs/testing.md keeps the figures). Both run in this interpreter; nothing else should be running.
 
     python -m bench.suite_times [--quick-only] [--runs N] [-- EXTRA PYTEST ARGS]
@@ -19,21 +20,26 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TIERS = {"quick tier": ["-m", "quick", "-n", "2"], "whole suite": ["--durations=20"]}  # as docs/testing.md runs them
-SUMMARY = re.compile(r"(\d+) (passed|failed|errors?|skipped|deselected)")
+# What `python -m` runs for each, as docs/testing.md and the README run them.
+TIERS = {"quick tier": ["pytest", "-m", "quick", "-n", "3"], "whole suite": ["tests.suite", "--durations=20"]}
+SUMMARY = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed)\b")
+SUMMARY_LINE = re.compile(r"^=*\s*\d+ \w+.* in [\d.]+s")  # pytest's last line: "1272 passed, 3 xfailed in 272.71s"
 
 
 def run_tier(args: list[str]) -> tuple[float, float, dict[str, int], int]:
     """(wall s, CPU s of pytest and its children, counts from pytest's summary line, exit code)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", *args[:1], "-q", "-p", "no:cacheprovider", *args[1:]], cwd=ROOT,
                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
-    counts = {kind: int(n) for n, kind in SUMMARY.findall(last)}
+    counts: dict[str, int] = {}
+    for line in done.stdout.splitlines():  # pytest's summary lines (tests.suite prints two), summed
+        if SUMMARY_LINE.match(line):
+            for n, kind in SUMMARY.findall(line):
+                counts[kind] = counts.get(kind, 0) + int(n)
     return wall, cpu, counts, done.returncode
 
 

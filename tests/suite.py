@@ -1,7 +1,7 @@
 """The whole suite, as the README and CI run it: `python -m tests.suite [pytest arguments]`.
 
 Two pytest runs, one after the other (docs/testing.md):
-1. every test that can share the machine, on two workers (`-n 2 --dist loadgroup`: the tests of one
+1. every test that can share the machine, on three workers (`-n 3 --dist loadgroup`: the tests of one
    `xdist_group` stay on one worker);
 2. the tests tests/tiers.py marks `alone` (llama.cpp: its 2 threads wait for each other at every step, so a
    second worker beside them costs more than it saves), in this one process's child, alone on the machine.
@@ -11,6 +11,7 @@ run's; "no tests collected" (5) only where neither run collected any.
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 import time
@@ -22,8 +23,8 @@ NO_TESTS = 5
 
 def main(argv: list[str]) -> int:
     codes = []
-    for name, options in (("shared (two workers)", SHARED), ("alone (llama.cpp, one process)", ALONE)):
-        print(f"tests.suite: {name}: pytest {' '.join(options + argv)}", flush=True)
+    for name, options in ((f"shared ({SHARED[1]} workers)", SHARED), ("alone (llama.cpp, one process)", ALONE)):
+        print(f"tests.suite: {name}: pytest {shlex.join(options + argv)}", flush=True)
         started = time.monotonic()
         code = subprocess.call([sys.executable, "-m", "pytest", *options, *argv])
         print(f"tests.suite: {name}: exit {code} in {time.monotonic() - started:.0f} s", flush=True)

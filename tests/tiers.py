@@ -2,7 +2,7 @@
 
 `quick` — unit and replay-driven tests in this process: no llama.cpp model, no Textual Pilot or
 snapshot, no terminal (tmux), no ribbit started as a process of its own, no 1,000-deep trees.
-`python -m pytest -m quick -n 2` runs them. `slow` — everything else; the whole suite runs both.
+`python -m pytest -m quick -n 3` runs them. `slow` — everything else; the whole suite runs both.
 `alone` — of the slow ones, those that run llama.cpp (its 2 threads wait for each other at every step,
 so they need both cores): `python -m tests.suite` runs them after the others, in one process, and all the
 rest on two workers.

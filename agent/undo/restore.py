@@ -340,34 +340,31 @@ def disk_state(top: Path, rel: str, object_format: str) -> DiskState:
 def special_at(top: Path, rel: str) -> int | None:
     """The type and permission bits of the FIFO or socket at a top-relative path (lstat only, reached without
     links; never opened); None when something else or nothing is there."""
-    parent, _, name = rel.rpartition("/")
-    try:
-        fd = open_dir_confined(top, parent) if parent else os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
+    st = _lstat_confined(top, rel)
+    if st is None or not (stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode)):
         return None
-    try:
-        mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return stat.S_IFMT(mode) | stat.S_IMODE(mode) if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) else None
+    return stat.S_IFMT(st.st_mode) | stat.S_IMODE(st.st_mode)
 
 
 def stat_is(top: Path, rel: str, expected: tuple[int, int]) -> bool:
     """Whether a top-relative path is a regular file with this (size, mtime_ns), reached without links."""
+    st = _lstat_confined(top, rel)
+    return st is not None and stat.S_ISREG(st.st_mode) and (st.st_size, st.st_mtime_ns) == expected
+
+
+def _lstat_confined(top: Path, rel: str) -> os.stat_result | None:
+    """lstat of a top-relative path, its folders reached without following links; None when not there."""
     parent, _, name = rel.rpartition("/")
     try:
         fd = open_dir_confined(top, parent) if parent else os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
-        return False
+        return None
     try:
-        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        return os.stat(name, dir_fd=fd, follow_symlinks=False)
     except OSError:
-        return False
+        return None
     finally:
         os.close(fd)
-    return stat.S_ISREG(st.st_mode) and (st.st_size, st.st_mtime_ns) == expected
 
 
 def files_under(top: Path, rel: str) -> list[str] | Blocked:

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-from safetensors.torch import save_file
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-from transformers import PreTrainedTokenizerFast
+
+if TYPE_CHECKING:  # torch and transformers take seconds to import: every test process collects this module
+    import torch
+    from transformers import PreTrainedTokenizerFast
 
 from quantize.tokenizer import LLAMA3_REGEX, QWEN2_REGEX, QWEN35_REGEX
 
@@ -55,6 +57,7 @@ def train_tokenizer(
 ) -> PreTrainedTokenizerFast:
     """`vocab_size` / `corpus`: a richer tokenizer (more merges, trained on more text) for tests whose
     token counts should look like a real model's on that text."""
+    from transformers import PreTrainedTokenizerFast
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence(
         [pre_tokenizers.Split(Regex(regex), behavior="isolated"), pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
@@ -77,6 +80,7 @@ def train_tokenizer(
 
 
 def _randomise(model: torch.nn.Module, seed: int) -> None:
+    import torch
     # HF initialises norms to exactly 0 or 1; random values make the +1 / -exp fixes observable
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -90,12 +94,14 @@ def _randomise(model: torch.nn.Module, seed: int) -> None:
 
 
 def _save(model: torch.nn.Module, out: Path) -> None:
+    import torch
     model.to(torch.bfloat16).save_pretrained(out)
 
 
 def make_qwen35(
     out: Path, *, mtp: bool = True, vision: bool = True, seed: int = 0, vocab_size: int = 700, corpus: list[str] | None = None,
 ) -> Path:
+    import torch
     from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
 
     out.mkdir(parents=True, exist_ok=True)
@@ -144,6 +150,7 @@ def make_qwen35(
 
 
 def _add_shard(out: Path, tensors: dict[str, torch.Tensor], mtp_layers: int) -> None:
+    from safetensors.torch import save_file
     from safetensors import safe_open
 
     save_file(tensors, str(out / "model-extra.safetensors"), metadata={"format": "pt"})
@@ -158,6 +165,7 @@ def _add_shard(out: Path, tensors: dict[str, torch.Tensor], mtp_layers: int) -> 
 
 
 def make_qwen3(out: Path, seed: int = 0) -> Path:
+    import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     out.mkdir(parents=True, exist_ok=True)
@@ -177,6 +185,7 @@ def make_qwen3(out: Path, seed: int = 0) -> Path:
 
 
 def make_llama(out: Path, seed: int = 0) -> Path:
+    import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     out.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from jinja2.sandbox import ImmutableSandboxedEnvironment
-from transformers import AutoTokenizer
 
 from quantize.quantizer import quantize_gguf
 from models.llama_runtime import open_for_logits as load_llama
@@ -31,6 +30,7 @@ def _reference(src: Path) -> Any:
 
 
 def compare(gguf: Path, src: Path) -> Agreement:
+    from transformers import AutoTokenizer  # (seconds to import: only where used)
     llm = load_llama(gguf)
     tok = AutoTokenizer.from_pretrained(src)
     parts = []
@@ -74,6 +74,7 @@ def test_q8_0_stays_close(arch: str, checkpoints: Callable, converted: Callable,
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("text", [SAMPLE_CODE, SPECIAL_TEXT, "  x = 'héllo wörld'  # 3.14159\n\n\tüber\r\n"])
 def test_llama_cpp_tokenises_like_hf(arch: str, text: str, checkpoints: Callable, converted: Callable) -> None:
+    from transformers import AutoTokenizer  # (seconds to import: only where used)
     src = checkpoints(arch)
     ours = load_llama(converted(arch)).tokenize(text.encode(), add_bos=True, special=True)
     assert ours == AutoTokenizer.from_pretrained(src)(text)["input_ids"]
@@ -81,6 +82,7 @@ def test_llama_cpp_tokenises_like_hf(arch: str, text: str, checkpoints: Callable
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_chat_template_renders_like_hf(arch: str, checkpoints: Callable, converted: Callable) -> None:
+    from transformers import AutoTokenizer  # (seconds to import: only where used)
     llm = load_llama(converted(arch))
     template = llm.metadata["tokenizer.chat_template"]
     messages = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Fix main.py"}]

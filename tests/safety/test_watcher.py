@@ -8,6 +8,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from agent.session.transcript import TranscriptWriter, fanout
 from agent.undo.watcher import ExternalChange, RepoWatcher
 from agent.session.workspace import open_workspace
@@ -249,13 +251,16 @@ def test_the_agents_write_then_its_command_on_the_same_file_are_not_outside_chan
     assert seen == []
 
 
-def test_a_command_whose_events_arrive_late_stays_in_its_window(repo: Path) -> None:
+def test_a_command_whose_events_arrive_late_stays_in_its_window(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """On a loaded machine the observer can deliver a command's events after the grace has run out:
     the end of the command waits for a marker's event behind them (the observer keeps order), so they
     still fall in the command's window (uncertain: undo names and keeps them), never outside changes."""
     from agent.sandbox.runner import LocalRunner
-    from agent.undo.watcher import AGENT_GRACE_S
     from agent.session.watched_runner import WatchedRunner
+    from agent.undo import watcher as watching
+
+    AGENT_GRACE_S = 0.1  # a fifth of ribbit's: the same order of events, each delivery late by twice it
+    monkeypatch.setattr(watching, "AGENT_GRACE_S", AGENT_GRACE_S)
 
     seen: list[ExternalChange] = []
     watcher = RepoWatcher(repo, seen.append)

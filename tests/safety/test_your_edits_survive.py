@@ -123,13 +123,9 @@ def test_ask_mode_a_change_that_no_longer_applies_is_refused_and_the_users_file_
     assert any(r.startswith("Error: calc.py changed while the change waited for approval") for r in tool_results(transcript))
 
 
-def test_the_users_edit_during_a_command_is_not_the_agents_and_undo_leaves_it(repo: Path, tmp_path: Path) -> None:
-    assert overlay_works(), "this system cannot mount the overlay that keeps a command's writes apart"
-    replay = write_replay(
-        tmp_path / "r.jsonl", READ_CALC, xml_call("Bash", command="sleep 4; echo built > out.txt"), FIX_ADD, "Done.",
-    )
-    transcript = tmp_path / "t.jsonl"
-    proc = ribbit_run(repo, replay, transcript, "--mode", "full-auto")
+def append_during_the_command(repo: Path, replay: Path, transcript: Path, *args: str) -> None:
+    """A full-auto `ribbit run` whose Bash sleeps; the user's editor appends USERS_LINE to calc.py meanwhile."""
+    proc = ribbit_run(repo, replay, transcript, "--mode", "full-auto", *args)
     try:
         wait_for_event(transcript, called("Bash"))
         time.sleep(1.0)  # inside the sleep
@@ -139,6 +135,15 @@ def test_the_users_edit_during_a_command_is_not_the_agents_and_undo_leaves_it(re
     finally:
         proc.kill()
     assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
+
+
+def test_the_users_edit_during_a_command_is_not_the_agents_and_undo_leaves_it(repo: Path, tmp_path: Path) -> None:
+    assert overlay_works(), "this system cannot mount the overlay that keeps a command's writes apart"
+    replay = write_replay(
+        tmp_path / "r.jsonl", READ_CALC, xml_call("Bash", command="sleep 4; echo built > out.txt"), FIX_ADD, "Done.",
+    )
+    transcript = tmp_path / "t.jsonl"
+    append_during_the_command(repo, replay, transcript)
     results = tool_results(transcript)
     assert any("modified since read" in r for r in results)  # the Edit was refused, as before
     assert (repo / "out.txt").read_text() == "built\n"
@@ -157,17 +162,7 @@ def test_without_the_overlay_what_changed_while_a_command_ran_is_named_and_left_
         tmp_path / "r.jsonl", xml_call("Write", file_path="new.txt", content="from the agent\n"), READ_CALC,
         xml_call("Bash", command="sleep 4; echo built > out.txt"), "Done.",
     )
-    transcript = tmp_path / "t.jsonl"
-    proc = ribbit_run(repo, replay, transcript, "--mode", "full-auto", "--no-sandbox")
-    try:
-        wait_for_event(transcript, called("Bash"))
-        time.sleep(1.0)  # inside the sleep
-        with open(repo / "calc.py", "a") as editor:
-            editor.write(USERS_LINE)
-        proc.wait(timeout=180)
-    finally:
-        proc.kill()
-    assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
+    append_during_the_command(repo, replay, tmp_path / "t.jsonl", "--no-sandbox")
     assert (repo / "out.txt").read_text() == "built\n" and (repo / "new.txt").exists()
     undone = ribbit_undo(repo)
     assert undone.returncode == 0, undone.stderr

@@ -168,6 +168,24 @@ async def test_undo_reverts_last_applied_change(tui_app, repo: Path) -> None:
         await wait_for(pilot, lambda: any("nothing to undo" in n for n in notices(app, "error")), what="refusal")
 
 
+async def test_undo_leaves_what_a_command_outside_the_overlay_changed_until_undo_uncertain(tui_app, repo: Path) -> None:
+    """--no-sandbox: a command's files are uncertain (the user's own edits made meanwhile look the same):
+    /undo names them and leaves them; /undo uncertain, right after, takes them back."""
+    app = tui_app(xml_call("Bash", command="echo built > out.txt"), "Done.", mode="full-auto", no_sandbox=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, "build")
+        await idle(pilot)
+        assert (repo / "out.txt").read_text() == "built\n"
+        await send(pilot, "/undo")
+        await wait_for(pilot, lambda: any("cannot tell" in n for n in notices(app)), what="undo notice")
+        assert (repo / "out.txt").exists()  # left
+        await send(pilot, "/undo sideways")
+        await wait_for(pilot, lambda: any("/undo uncertain" in n for n in notices(app, "error")), what="bad argument")
+        await send(pilot, "/undo uncertain")
+        await wait_for(pilot, lambda: not (repo / "out.txt").exists(), what="out.txt taken back")
+
+
 async def test_session_diff_lists_changed_files(tui_app, repo: Path) -> None:
     app = tui_app(READ_CALC, FIX_ADD, xml_call("Write", file_path="notes.md", content="# notes\n"), "Done.")
     async with app.run_test(size=SIZE) as pilot:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.tiers import _noting, _running, _started, CodeScan, slow_reason
+from tests.tiers import _noting, _running, _started, CodeScan, alone_reason, slow_reason
 
 
 @dataclass
@@ -96,3 +96,24 @@ def test_a_load_the_scan_missed_is_caught(request: pytest.FixtureRequest) -> Non
     load("model.gguf")
     assert loaded == ["model.gguf"] and _started == ["loads a llama.cpp model"]
     _started.clear()  # (else the guard would fail this test at teardown, as it should a real load)
+
+
+def test_llama_cpp_makes_a_test_run_alone_and_a_pilot_or_a_terminal_does_not() -> None:
+    assert alone_reason(FakeItem(calls_a_helper_that_loads), CodeScan()) is not None  # type: ignore[arg-type]
+    assert alone_reason(FakeItem(pure, markers=("real_model",)), CodeScan()) == "marked real_model"  # type: ignore[arg-type]
+    assert alone_reason(FakeItem(pure, fixturenames=["tiny_qwen35"]), CodeScan()) == "uses the tiny_qwen35 fixture"  # type: ignore[arg-type]
+    for shared in (uses_a_helper_class, calls_tmux):  # slow, yet they may share the machine
+        assert alone_reason(FakeItem(shared), CodeScan()) is None  # type: ignore[arg-type]
+        assert slow_reason(FakeItem(shared), CodeScan()) is not None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("codes, expected", [((0, 0), 0), ((1, 0), 1), ((0, 2), 2), ((5, 0), 0), ((0, 5), 0), ((5, 5), 5), ((5, 1), 1)])
+def test_the_suite_fails_when_either_run_fails(monkeypatch: pytest.MonkeyPatch, codes: tuple[int, int], expected: int) -> None:
+    import tests.suite
+
+    given = iter(codes)
+    ran: list[list[str]] = []
+    monkeypatch.setattr(tests.suite.subprocess, "call", lambda argv: (ran.append(argv), next(given))[1])
+    assert tests.suite.main(["-k", "x"]) == expected
+    assert [argv[argv.index("-m", 2) + 1] for argv in ran] == ["not alone", "alone"]  # shared first, then alone
+    assert all(argv[-2:] == ["-k", "x"] for argv in ran)
