@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import NamedTuple
 
 
@@ -175,6 +175,7 @@ class RepoWatcher:
         self._uncertain: set[str] = set()  # changed in a window of a command writing to the checkout directly
         # Someone else's changes since the last settle(), and whether every event up to now is sorted into it.
         self._others: set[str] = set()
+        self._removed_folders: set[str] = set()  # of those, folders gone (removed, or moved out of the tree)
         self._others_judged = False
         self._stopping = False
         self._flushing = False
@@ -301,7 +302,7 @@ class RepoWatcher:
         here on, `changed_by_others` counts anew."""
         self._judge_now()
         with self._lock:
-            self._others, self._others_judged = set(), False
+            self._others, self._removed_folders, self._others_judged = set(), set(), False
 
     def _judge_now(self) -> None:
         self.sync()
@@ -312,7 +313,7 @@ class RepoWatcher:
         """Whether someone else changed (or removed) `path` since the last settle(): asked when a command's
         overlay is applied, of a file it changed that is gone from the checkout now. Every event so far is
         judged first, once per command."""
-        rel = self._rel(str(path.parent.resolve() / path.name))
+        rel = self._rel_of(path)
         if rel is None:
             return False
         with self._lock:
@@ -321,9 +322,16 @@ class RepoWatcher:
             self._judge_now()
             with self._lock:
                 self._others_judged = True
-        above = [str(folder) for folder in PurePosixPath(rel).parents][:-1]  # (the last is ".")
-        with self._lock:  # the file, or a folder above it (removed, or moved away)
-            return rel in self._others or any(folder in self._others for folder in above)
+        with self._lock:  # the path, or a folder above it (few: a prefix test each, whatever the depth)
+            return rel in self._others or any(rel.startswith(folder + "/") for folder in self._removed_folders)
+
+    def _rel_of(self, path: Path) -> str | None:
+        """`path` relative to the root: lexically where it is written under the root (a path ribbit made
+        from it: no lstat per level, which a 2,000-deep tree would pay per folder), else with its folder
+        resolved."""
+        if path.is_absolute() and ".." not in path.parts and path.is_relative_to(self.root):
+            return self._rel(str(path))
+        return self._rel(str(path.parent.resolve() / path.name))
 
     def sync(self) -> bool:
         """Wait until the observer has delivered every event that happened before now: create a marker
@@ -426,6 +434,7 @@ class RepoWatcher:
         if rel is not None:
             with self._lock:
                 self._others.add(rel)
+                self._removed_folders.add(rel)
 
     def _record(self, paths: list[str]) -> None:
         now = time.monotonic()
