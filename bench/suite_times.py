@@ -40,6 +40,9 @@ def run_tier(args: list[str]) -> tuple[float, float, dict[str, int], int]:
         if SUMMARY_LINE.match(line):
             for n, kind in SUMMARY.findall(line):
                 counts[kind] = counts.get(kind, 0) + int(n)
+    for line in done.stdout.splitlines():  # what failed, named (the rest of pytest's output is not kept)
+        if line.startswith(("FAILED ", "ERROR ")):
+            print(f"  {line}", flush=True)
     return wall, cpu, counts, done.returncode
 
 

@@ -34,17 +34,9 @@ class WatchedRunner:
         spool: Spool | None = None,
     ) -> CommandResult:
         isolates = getattr(self.inner, "isolates_writes", None)
-        if access == "read-only":
+        if access == "read-only" or (isolates is not None and isolates(access)):
             self.watcher.settle()  # what happened before is judged now, while the files are as it left them
             return self._run(command, cwd, timeout, cancel, access, spool)
-        if isolates is not None and isolates(access):
-            self.watcher.settle()
-            try:
-                return self._run(command, cwd, timeout, cancel, access, spool)
-            finally:
-                # The events of what ribbit applied from its overlay, delivered before the step's snapshot asks
-                # the watcher whether anything ignored changed.
-                self.watcher.sync()
         with self.watcher.agent_running():
             return self._run(command, cwd, timeout, cancel, access, spool)
 

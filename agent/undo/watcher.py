@@ -176,6 +176,7 @@ class RepoWatcher:
         # Someone else's changes since the last settle(), and whether every event up to now is sorted into it.
         self._others: set[str] = set()
         self._removed_folders: set[str] = set()  # of those, folders gone (removed, or moved out of the tree)
+        self._wrote_unsynced = False  # ribbit wrote since the last sync: those events may not be delivered yet
         self._others_judged = False
         self._stopping = False
         self._flushing = False
@@ -271,6 +272,7 @@ class RepoWatcher:
         if rel is not None:
             with self._lock:
                 self._written[rel] = None if data is None else hashlib.sha256(data).hexdigest()
+                self._wrote_unsynced = True
                 self._wrote.add(rel)
 
     @contextmanager
@@ -382,7 +384,16 @@ class RepoWatcher:
         """True when no event since the last call touched a git-ignored path the journal may record, nor a
         .gitignore (the journal then need not list ignored paths again). False whenever the watcher cannot
         tell: polling (which skips ignored folders), an observer not running, events not sorted yet (the
-        session's step flushes them first, in take_since_snapshot)."""
+        session's step flushes them first, in take_since_snapshot). After ribbit's own writes (a command's
+        overlay applied, a Write) their events are waited for first: once per step that wrote."""
+        with self._lock:
+            unsynced, self._wrote_unsynced = self._wrote_unsynced, False
+        if unsynced:
+            seen = self.sync()
+            self.flush_now()
+            self.wait_idle(timeout=2.0)
+            if not seen:
+                return False
         with self._lock:
             if self._pending or self._flushing:
                 return False
