@@ -25,6 +25,11 @@ from models.backends import load_model
 from tests.engine.fake_openai import FakeOpenAI, Hang, Recorded, Status, Stream
 from tests.engine.fake_openai import turn as fake_turn
 
+# Loopback ports: a port this file finds free (bound, closed, then dialled as "nothing listens") can be taken
+# meanwhile by test_sandbox.py's listener, which then counts the dial as an escape; the files share one
+# worker (tests.suite).
+pytestmark = pytest.mark.xdist_group("loopback_ports")
+
 SPECS = [t.spec() for t in default_tools().values()]
 TOOLS = default_tools()
 

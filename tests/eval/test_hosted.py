@@ -16,6 +16,11 @@ import pytest
 from tests.engine.fake_openai import FakeOpenAI, Recorded, Status, Stream, turn
 from tests.eval.conftest import CALC_FIXED
 
+# Loopback ports: a port this file finds free (bound, closed, then dialled as "nothing listens") can be taken
+# meanwhile by test_sandbox.py's listener, which then counts the dial as an escape; the files share one
+# worker (tests.suite).
+pytestmark = pytest.mark.xdist_group("loopback_ports")
+
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "sk-or-v1-3b9e0c7d1a5f42e8b6c4d2a09f1e7c35"
 

@@ -60,6 +60,7 @@ def outside() -> Path:
     shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.mark.xdist_group("loopback_ports")  # its listener may take a port another file dials as a closed one
 def test_escape_attempts_all_fail_and_are_reported(repo: Path, tmp_path: Path, listener, outside: Path) -> None:
     port, connected = listener
     home_target = Path.home() / f"ribbit-escape-{os.getpid()}"
