@@ -253,13 +253,10 @@ class OverlayRun:
                 report.applied.append(rel)
             return False
         if stat.S_ISDIR(info.st_mode):
-            if now is None and observer is not None and observer.changed_by_others(dest):
-                report.kept.append(rel)  # the folder removed (or moved away) meanwhile: that stands, with what is in it
+            if (now is None or not stat.S_ISDIR(now.st_mode)) and self._someone_elses(down, name, now, dest, observer):
+                report.kept.append(rel)  # removed (or moved away) meanwhile, folder and all, or made a file: that stands
                 return False
             if now is not None and not stat.S_ISDIR(now.st_mode):
-                if self._changed_meanwhile(down, name, now):
-                    report.kept.append(rel)
-                    return False
                 _remove_at(down, name, dest, observer)
                 now = None
             if now is None:
@@ -278,13 +275,7 @@ class OverlayRun:
                 os.close(sub_up)
             return True
         if stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode):
-            if now is not None and self._changed_meanwhile(down, name, now):
-                report.kept.append(rel)
-                return False
-            # Gone from the checkout: removed by someone while the command ran (their removal stands), or never
-            # there. Only the watcher can tell (overlayfs's origin mark names the file a copy came from, which a
-            # `mv` of the command's carries to a new name).
-            if now is None and observer is not None and observer.changed_by_others(dest):
+            if self._someone_elses(down, name, now, dest, observer):
                 report.kept.append(rel)
                 return False
             if now is not None and stat.S_ISDIR(now.st_mode):
@@ -316,11 +307,8 @@ class OverlayRun:
             report.applied.append(rel)
             return False
         if stat.S_ISFIFO(info.st_mode) or stat.S_ISSOCK(info.st_mode):
-            if now is not None and self._changed_meanwhile(down, name, now):
+            if self._someone_elses(down, name, now, dest, observer):
                 report.kept.append(rel)
-                return False
-            if now is None and observer is not None and observer.changed_by_others(dest):
-                report.kept.append(rel)  # removed meanwhile: that stands, as for a file
                 return False
             if now is not None:
                 _remove_at(down, name, dest, observer)
@@ -349,6 +337,16 @@ class OverlayRun:
                     report.applied.append(f"{rel}/{old}")
         finally:
             os.close(sub_down)
+
+    def _someone_elses(
+        self, down: int, name: str, now: os.stat_result | None, dest: Path, observer: ApplyObserver | None,
+    ) -> bool:
+        """Whether someone else changed the checkout entry while the command ran (then their version stands):
+        one that is there by its ctime; one that is gone, removed meanwhile or never there, by what the watcher
+        saw (overlayfs's origin mark cannot tell: a `mv` of the command's carries it to the new name)."""
+        if now is not None:
+            return self._changed_meanwhile(down, name, now)
+        return observer is not None and observer.changed_by_others(dest)
 
     def _changed_meanwhile(self, parent: int, name: str, info: os.stat_result) -> bool:
         """Whether the checkout entry (anything in it, for a folder) changed since the command began."""
