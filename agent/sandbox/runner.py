@@ -75,6 +75,28 @@ class CommandResult:
     capped: str | None = None  # a memory or process cap the command ran into (the kernel held it), one line
 
 
+MOUNT_RETRIES = 3
+_BWRAP_MOUNT_FAILURES = tuple(f"bwrap: Can't {what} " for what in (
+    "create file at", "mkdir parents for", "mkdir", "find source path", "get type of source"))
+
+
+def lost_a_mount_point(result: CommandResult) -> bool:
+    """Did bubblewrap fail to set up because a path it was to mount over is gone?
+
+    Its own message, and no shell ran: the command's EXIT trap never reported a folder. The path named is
+    checked: it must be missing now (a socket closed, a folder removed meanwhile), so a real setup error is
+    reported, not retried.
+    """
+    if result.cwd is not None or result.exit_code != 1:
+        return False
+    first = result.output.split("\n", 1)[0]
+    for prefix in _BWRAP_MOUNT_FAILURES:
+        if first.startswith(prefix):
+            named = first[len(prefix):].split(": ", 1)[0]
+            return named.startswith("/") and not os.path.lexists(named)
+    return False
+
+
 def tried_to_write(result: CommandResult) -> bool:
     """A read-only run that failed on a write (EROFS): the user may want it run with write access."""
     return (
@@ -270,6 +292,14 @@ class LocalRunner:
             self.caps.fall_back()
             result = self._run_once(command, cwd, timeout, cancel, access, spool, left)
             assert result is not None
+        for _ in range(MOUNT_RETRIES):
+            if not lost_a_mount_point(result):
+                break
+            # A host socket (or a folder to hide) went away between the sandbox's view and bubblewrap's mounts:
+            # nothing of the command ran; a fresh view no longer has it.
+            if spool is not None:
+                spool.discard()
+            result = self._run_once(command, cwd, timeout, cancel, access, spool, left) or result
         return result
 
     def _run_once(

@@ -204,3 +204,36 @@ def test_doctor_says_when_there_is_no_sandbox(repo: Path, monkeypatch: pytest.Mo
     checks = {c.name: c for c in agent_checks(repo)}
     assert not checks["sandbox"].ok
     assert "NO SANDBOX" in checks["sandbox"].detail and "ask for approval" in checks["sandbox"].detail
+
+
+def test_a_host_socket_that_goes_away_as_a_command_starts_does_not_fail_the_command(
+    repo: Path, outside: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The socket table is read, then the socket's owner closes it and removes its file before bubblewrap
+    # mounts the mask there (seen in CI: another test's socket): bubblewrap cannot make the mount point in
+    # the read-only host. The command runs all the same, once, with a view without it.
+    import agent.sandbox.runner as runner_module
+
+    listed = iter([[outside / "gone.sock"]])
+    monkeypatch.setattr(runner_module, "host_socket_paths", lambda: next(listed, []))
+    result = BwrapRunner(repo).run("echo ran >> runs.txt; echo done", repo, 20, threading.Event())
+    assert result.exit_code == 0 and "done" in result.output
+    assert (repo / "runs.txt").read_text() == "ran\n"
+
+
+def test_a_setup_error_that_is_not_a_vanished_path_is_reported_not_retried(
+    repo: Path, outside: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import agent.sandbox.runner as runner_module
+
+    calls: list[int] = []
+
+    def sockets() -> list[Path]:
+        calls.append(1)
+        return [outside / "gone.sock"]  # never comes back: bubblewrap fails every time
+
+    monkeypatch.setattr(runner_module, "host_socket_paths", sockets)
+    monkeypatch.setattr(runner_module.os.path, "lexists", lambda path: True)  # as if the path were there
+    result = BwrapRunner(repo).run("echo ran >> runs.txt", repo, 20, threading.Event())
+    assert result.exit_code == 1 and result.output.startswith("bwrap: ") and len(calls) == 1
+    assert not (repo / "runs.txt").exists()
