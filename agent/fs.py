@@ -30,7 +30,7 @@ class WriteObserver(Protocol):
     each write that has someone to tell (the agent's edits, /undo); nothing process-wide."""
 
     def expect_write(self, path: Path, data: bytes | None) -> None:
-        """`data` is what the file will hold; None: it is being removed."""
+        """`data` is what the file will hold; None: it (a file, or a folder) is being removed."""
         ...
 
 
@@ -245,11 +245,13 @@ def remove_file(path: Path, observer: WriteObserver | None = None) -> None:
         os.fsync(fd)
 
 
-def remove_empty_dir(path: Path) -> bool:
+def remove_empty_dir(path: Path, observer: WriteObserver | None = None) -> bool:
     """rmdir, without following links on the way; False when it is not an empty folder."""
     refuse_git_dir(path, "remove")
     try:
         with parent_dir(path, create=False) as fd:
+            if observer is not None:
+                observer.expect_write(path, None)
             os.rmdir(path.name, dir_fd=fd)
             os.fsync(fd)
         return True
@@ -260,7 +262,7 @@ def remove_empty_dir(path: Path) -> bool:
 CHAIN_WINDOW = 128  # descriptors remove_empty_folders holds at once (well under the usual 1,024 open files)
 
 
-def remove_empty_folders(folder: Path, stop: Path) -> None:
+def remove_empty_folders(folder: Path, stop: Path, observer: WriteObserver | None = None) -> None:
     """rmdir `folder`, then each folder above it short of `stop`, until one is not an empty folder; no
     link followed on the way. Each rmdir uses a descriptor of its parent from one walk down that serves
     CHAIN_WINDOW levels: removing a 1,500-deep chain costs ~20,000 opens, not one walk from the root a
@@ -275,6 +277,8 @@ def remove_empty_folders(folder: Path, stop: Path) -> None:
             for fd in reversed(chain):  # the parent of `folder`, then its parent, ...
                 if folder == stop or not folder.is_relative_to(stop):
                     return
+                if observer is not None and not _has_entries(fd, folder.name):
+                    observer.expect_write(folder, None)  # (told only of what will go: an rmdir that fails is no removal)
                 try:
                     os.rmdir(folder.name, dir_fd=fd)
                     os.fsync(fd)
@@ -284,6 +288,17 @@ def remove_empty_folders(folder: Path, stop: Path) -> None:
         finally:
             for fd in chain:
                 os.close(fd)
+
+
+def _has_entries(parent: int, name: str) -> bool:
+    try:
+        fd = os.open(name, DIR_FLAGS, dir_fd=parent)
+    except OSError:
+        return True  # not a folder ribbit can open: the rmdir fails too
+    try:
+        return bool(os.listdir(fd))
+    finally:
+        os.close(fd)
 
 
 def _parents_chain(path: Path, keep: int) -> list[int]:

@@ -470,6 +470,8 @@ def _remove_at(parent: int, name: str, path: Path, observer: WriteObserver | Non
                 continue
             stack.pop()
             os.close(fd)
+            if observer is not None:  # the folder's own event: ribbit's removal, not someone else's
+                observer.expect_write(here, None)
             os.rmdir(_name, dir_fd=stack[-1][0] if stack else parent)
     finally:
         for fd, _n, _p in stack:

@@ -210,6 +210,7 @@ class Journal:
             try:
                 index = self._worktree
                 tree = index.tree_now(hints=[self._from_root(p) for p in written])
+                foreign, uncertain = self._files_of_gone_folders(foreign), self._files_of_gone_folders(uncertain)
                 unrecorded = {self._display(p): list(st) for p, st in index.unrecorded.items()}
                 modes = [[self._display(p), f"{old:o}", f"{new:o}"] for p, old, new in index.stripped]
                 specials = {self._display(p): f"{mode:o}" for p, mode in sorted(index.specials.items())}
@@ -251,6 +252,16 @@ class Journal:
             self._pending = None
             self._left_uncertain = None
             return commit
+
+    def _files_of_gone_folders(self, paths: Iterable[str]) -> list[str]:
+        """`folder/` entries (a folder someone else removed or moved away: watcher.Changes) become the files
+        the scan just made finds gone under it; other paths stay as they are."""
+        paths = list(paths)
+        folders = [self._from_root(p.rstrip("/")) for p in paths if p.endswith("/")]
+        if not folders:
+            return paths
+        gone = self._worktree.gone_under(folders)
+        return [p for p in paths if not p.endswith("/")] + sorted(self._display(p) for p in gone)
 
     def _commit(self, tree: str, parent: list[str], label: str, meta: dict[str, object]) -> str:
         commit = self._objects.text(
@@ -709,8 +720,13 @@ class Journal:
             specials_now = dict(self._worktree.specials)
         except GIT_ERRORS as exc:
             raise JournalError(f"cannot read the files to undo {label}: {_one_line(exc)}") from None
-        unsure = set() if uncertain_too else {self._from_root(p) for p in uncertain}
-        others = {self._from_root(p) for p in foreign} | unsure
+
+        def with_gone_files(paths: set[str]) -> set[str]:  # a `folder/` (watcher.Changes): the files gone under it
+            folders = tuple(p for p in paths if p.endswith("/"))
+            return paths | {p for p in before if p not in now and p.startswith(folders)} if folders else paths
+
+        unsure = set() if uncertain_too else with_gone_files({self._from_root(p) for p in uncertain})
+        others = with_gone_files({self._from_root(p) for p in foreign}) | unsure
         # Files too large to hash keep their earlier entry in `now`: the scan's own list names them.
         place = self._place()
         unrecorded, lost, not_restored = restore.too_large(

@@ -251,7 +251,7 @@ class UndoPlan:
                 deleted.append(rel)
             for rel in sorted(self.folders, key=lambda p: -p.count("/")):
                 current = rel
-                remove_empty_tree(top / rel)
+                remove_empty_tree(top / rel, self.observer)
             for rel in deleted:
                 self._prune(top / rel)
             for rel, entry in self.writes:
@@ -274,18 +274,18 @@ class UndoPlan:
         return restored, [rel for rel in deleted if rel not in put_back]
 
     def _prune(self, path: Path) -> None:
-        remove_empty_folders(path.parent, self.place.root)
+        remove_empty_folders(path.parent, self.place.root, self.observer)
 
 
-def remove_empty_tree(path: Path) -> None:
+def remove_empty_tree(path: Path, observer: WriteObserver | None = None) -> None:
     """Remove a folder whose only content is empty folders (its files are already gone)."""
     for folder, dirs, files in os.walk(path, topdown=False, followlinks=False):
         if files:
             raise ApplyError(f"refusing to remove {folder}: it is not empty")
         for name in dirs:
-            if not remove_empty_dir(Path(folder) / name):
+            if not remove_empty_dir(Path(folder) / name, observer):
                 raise ApplyError(f"refusing to remove {Path(folder) / name}: it is not empty")
-    if not remove_empty_dir(path):
+    if not remove_empty_dir(path, observer):
         raise ApplyError(f"refusing to remove {path}: it is not empty")
 
 

@@ -80,7 +80,9 @@ class ExternalChange(BaseModel):
 class Changes(NamedTuple):
     """Root-relative paths changed since the last journal snapshot, by whom."""
 
-    foreign: set[str]  # only by someone else: undo keeps them
+    # Only by someone else: undo keeps them. `folder/` (a trailing slash): a folder someone else removed or moved
+    # out of the tree, whose files no event named; the journal keeps the files a step finds gone under it.
+    foreign: set[str]
     mixed: set[str]  # by the agent (a Write/Edit, an applied overlay) and by someone else: undo refuses them
     uncertain: set[str]  # while a command wrote to the checkout directly: nobody can tell; undo names and keeps them
     # Every path ribbit itself wrote, made or removed (told first: expect_write, agent_wrote), whoever changed it
@@ -176,6 +178,7 @@ class RepoWatcher:
         # Someone else's changes since the last settle(), and whether every event up to now is sorted into it.
         self._others: set[str] = set()
         self._removed_folders: set[str] = set()  # of those, folders gone (removed, or moved out of the tree)
+        self._removing_folders: set[str] = set()  # folders ribbit is removing itself (told first: expect_write)
         self._wrote_unsynced = False  # ribbit wrote since the last sync: those events may not be delivered yet
         self._others_judged = False
         self._stopping = False
@@ -269,11 +272,16 @@ class RepoWatcher:
         """WriteObserver: before a ribbit write or removal lands (the agent's edits, /undo), remember what
         it will leave."""
         rel = self._rel(str(path.parent.resolve() / path.name))
-        if rel is not None:
+        if rel is None:
+            return
+        if data is None and path.is_dir() and not path.is_symlink():  # a folder: its own event, once gone
             with self._lock:
-                self._written[rel] = None if data is None else hashlib.sha256(data).hexdigest()
-                self._wrote_unsynced = True
-                self._wrote.add(rel)
+                self._removing_folders.add(rel)
+            return
+        with self._lock:
+            self._written[rel] = None if data is None else hashlib.sha256(data).hexdigest()
+            self._wrote_unsynced = True
+            self._wrote.add(rel)
 
     @contextmanager
     def agent_running(self) -> Iterator[None]:
@@ -439,13 +447,23 @@ class RepoWatcher:
         return rel
 
     def _folder_removed(self, path: str) -> None:
-        """A folder gone (removed, or moved out of the tree: then no event names its files): for
-        `changed_by_others` only, which asks about what a command changed in it."""
+        """A folder gone (removed, or moved out of the tree: to the trash, where no event names its files).
+
+        For `changed_by_others` (what a command changed in it), and for the journal: unless ribbit removed
+        it (told first, expect_write), it stands in Changes as `folder/`, someone else's (or uncertain, in a
+        direct command's window): the journal counts the files the step finds gone under it the same way."""
         rel = self._rel(path)
-        if rel is not None:
-            with self._lock:
-                self._others.add(rel)
-                self._removed_folders.add(rel)
+        if rel is None:
+            return
+        now = time.monotonic()
+        with self._lock:
+            if rel in self._removing_folders:
+                self._removing_folders.discard(rel)
+                return  # ribbit's own removal: an applied overlay's, undo's
+            self._others.add(rel)
+            self._removed_folders.add(rel)
+            busy = self._agent_busy > 0 or now < self._agent_until
+            (self._uncertain if busy else self._foreign).add(rel + "/")
 
     def _record(self, paths: list[str]) -> None:
         now = time.monotonic()

@@ -148,6 +148,12 @@ class WorkTreeIndex:
         changed, self._changed_since = self._changed_since, set()
         return {rel for rel in changed if self._in_scope(rel)}
 
+    def gone_under(self, folders: Iterable[str]) -> set[str]:
+        """Top-relative paths under these (top-relative) folders that the last scan no longer holds and that
+        changed since take_changed() last ran: what a folder's removal took since the last snapshot."""
+        prefixes = tuple(f"{folder}/" for folder in folders)
+        return {rel for rel in self._changed_since if rel.startswith(prefixes) and rel not in self._known} if prefixes else set()
+
     def tree_now(self, hints: Iterable[str] = ()) -> str:
         """The tree object of the work tree as it is now (scope only; the rest as in the user's index).
         `hints`: top-relative paths ribbit wrote since, where a FIFO or socket may be (see `specials`)."""

@@ -118,15 +118,41 @@ def test_undo_after_the_user_removed_a_folder_during_a_command(repo: Path, isola
     assert not (repo / "pkg").exists() and not (repo / "out.txt").exists()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a folder moved out of the checkout (to the trash) while a command runs gives one event, the folder's, none "
-    "of its files': the step counts the files' removal as its own (files_changed) and `ribbit undo` brings them "
-    "back (the user's old bytes, nothing lost, but their removal undone)"))
 def test_undo_after_the_user_trashed_a_folder_during_a_command(repo: Path, isolated_state: Path, tmp_path: Path) -> None:
     remove_folder_during_command(repo, isolated_state, tmp_path, "mv into a trash folder")
     assert summary_of(tmp_path / "t.jsonl")["files_changed"] == ["out.txt"]
     assert ribbit_undo(repo).returncode == 0
     assert not (repo / "pkg").exists() and not (repo / "out.txt").exists()
+
+
+def test_a_commands_own_removal_of_a_folder_is_the_agents_and_undone(repo: Path, isolated_state: Path, tmp_path: Path) -> None:
+    """The other side of the trashed folder: the command's own `rm -rf pkg` (applied from the overlay, the
+    folder's event one of ribbit's) is the agent's: counted, and undo brings pkg/ back."""
+    add_package(repo)
+    proc = run_with_user_during_command(repo, isolated_state, tmp_path, f"rm -rf pkg; {WAIT}", lambda: None)
+    assert proc.returncode == 0 and not (repo / "pkg").exists()
+    assert summary_of(tmp_path / "t.jsonl")["files_changed"] == ["pkg/mod.py", "pkg/other.py"]
+    assert ribbit_undo(repo).returncode == 0
+    assert (repo / "pkg" / "mod.py").read_text() == MODULE and (repo / "pkg" / "other.py").read_text() == "OTHER = 2\n"
+
+
+def test_a_folder_the_user_trashed_does_not_cover_what_the_agent_makes_there_later(
+    repo: Path, isolated_state: Path, tmp_path: Path,
+) -> None:
+    """The user trashes pkg/ during a command; the agent's next Write makes pkg/new.py: the user's removal
+    stays through undo, the agent's new file goes (someone else's folder removal counts only what it took)."""
+    add_package(repo)
+    trash = tmp_path / "Trash"
+    trash.mkdir()
+    write = xml_call("Write", file_path="pkg/new.py", content="NEW = 1\n")
+    proc = run_with_user_during_command(
+        repo, isolated_state, tmp_path, f"echo built > out.txt; {WAIT}", lambda: os.rename(repo / "pkg", trash / "pkg"), write,
+    )
+    assert proc.returncode == 0 and (repo / "pkg" / "new.py").read_text() == "NEW = 1\n"
+    assert summary_of(tmp_path / "t.jsonl")["files_changed"] == ["out.txt", "pkg/new.py"]
+    assert ribbit_undo(repo).returncode == 0
+    assert not (repo / "pkg").exists() and not (repo / "out.txt").exists()
+    assert (trash / "pkg" / "mod.py").read_text() == MODULE
 
 
 def test_user_renames_a_file_the_command_rewrites(repo: Path, isolated_state: Path, tmp_path: Path) -> None:
@@ -239,6 +265,24 @@ def test_no_sandbox_the_users_edit_of_a_file_the_agents_write_changed_in_the_sam
     assert plain.returncode == 0, plain.stderr
     assert (repo / "calc.py").read_text().endswith(users_line)
     assert "calc.py" in plain.stdout + plain.stderr
+
+
+def test_without_the_overlay_a_folder_trashed_during_a_command_is_uncertain(repo: Path, tmp_path: Path) -> None:
+    """--no-sandbox: the user moves pkg/ to the trash while a command runs (one event, the folder's): its
+    files are uncertain like every change in the command's window: a plain undo leaves pkg/ gone and names
+    them; `ribbit undo --uncertain` (the user says nobody else wrote) brings them back."""
+    add_package(repo)
+    trash = tmp_path / "Trash"
+    trash.mkdir()
+    turn = xml_call("Bash", command=f"echo built > out.txt; {WAIT}")
+    proc = run_without_sandbox_with_user(repo, tmp_path, (turn,), lambda: os.rename(repo / "pkg", trash / "pkg"))
+    assert proc.returncode == 0 and not (repo / "pkg").exists()
+    plain = ribbit_undo(repo)
+    assert plain.returncode == 0, plain.stderr
+    assert not (repo / "pkg").exists() and "pkg/mod.py" in plain.stdout + plain.stderr
+    asked = undo_uncertain(repo)
+    assert asked.returncode == 0, asked.stderr
+    assert (repo / "pkg" / "mod.py").read_text() == MODULE
 
 
 def test_undo_uncertain_after_the_user_edited_an_uncertain_file_loses_nothing(repo: Path, tmp_path: Path) -> None:
