@@ -30,6 +30,7 @@ def run_eval(tasks: Path, models: list[str], out: Path, **config: object) -> tup
     return outcome.results, seen
 
 
+@pytest.mark.slow  # every starter task graded by its real tests: ~10 s, the quick tier's largest
 def test_oracle_resolves_every_starter_task(tmp_path: Path) -> None:
     """The shipped starter set is sound: each task's known fix resolves it (and so 100 %)."""
     spec = oracle_models(STARTER, tmp_path / "oracle")

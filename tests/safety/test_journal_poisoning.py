@@ -174,6 +174,7 @@ def test_a_deep_path_within_path_max_is_journaled_and_undone(repo: Path, tmp_pat
     assert not (repo / "d").exists()
 
 
+@pytest.mark.slow  # a tree of thousands of files, journaled: ~7 s
 def test_a_wide_tree_is_journaled_whole(repo: Path, tmp_path: Path) -> None:
     command = "mkdir -p many && cd many && for i in $(seq 3000); do echo $i > f$i.txt; done"
     workspace, _ = start(repo, write_replay(tmp_path / "r.jsonl", xml_call("Bash", command=command), "done"))

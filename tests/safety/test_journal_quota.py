@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.safety.cli import ROOT
 
 # Runs inside `unshare --user --map-root-user --mount` (no privilege needed): a 6 MiB tmpfs holds the
@@ -154,6 +156,7 @@ def rewrite_scenario(disk: Path, tmp: Path) -> None:
     print("RESULT " + json.dumps(seen))
 
 
+@pytest.mark.slow  # rewrites big files until the quota: ~8 s
 def test_rewriting_big_files_cannot_grow_the_journal_past_the_quota(tmp_path: Path) -> None:
     """Hole 7: deleting and rewriting 15 MiB random files under a 20 MiB quota grew .git by 60 MiB: a
     command that deletes gives its room back, and the journal's copies were counted nowhere. Now they

@@ -318,6 +318,7 @@ def test_nothing_the_shell_hands_back_is_a_file_the_command_can_replace(
     assert rss_after - rss_before < 200 * 1024  # KiB: no read of /dev/zero into memory
 
 
+@pytest.mark.slow  # floods the channel back to its bound: ~6 s
 def test_the_channel_back_is_bounded_and_checked(repo: Path, tmp_path: Path) -> None:
     """The cwd pipe is inherited by the command: flooding it, closing it or lying on it changes nothing."""
     (repo / "sub").mkdir()
