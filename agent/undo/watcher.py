@@ -271,12 +271,14 @@ class RepoWatcher:
     def expect_write(self, path: Path, data: bytes | None) -> None:
         """WriteObserver: before a ribbit write or removal lands (the agent's edits, /undo), remember what
         it will leave."""
+        if data is None and _is_folder(path):  # a folder: its own event, once gone
+            folder = self._rel_of(path)  # (lexical: no lstat per level, as undo prunes a 2,000-deep chain)
+            if folder is not None:
+                with self._lock:
+                    self._removing_folders.add(folder)
+            return
         rel = self._rel(str(path.parent.resolve() / path.name))
         if rel is None:
-            return
-        if data is None and path.is_dir() and not path.is_symlink():  # a folder: its own event, once gone
-            with self._lock:
-                self._removing_folders.add(rel)
             return
         with self._lock:
             self._written[rel] = None if data is None else hashlib.sha256(data).hexdigest()
@@ -571,6 +573,13 @@ class RepoWatcher:
             if entry.is_dir(follow_symlinks=False) and self._ignored_dirs.get(self._rel(entry.path) or "", False):
                 continue
             yield entry
+
+
+def _is_folder(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except (OSError, ValueError):  # (gone, too long a path: not a folder ribbit is removing)
+        return False
 
 
 def _sha_of(path: Path) -> str | None:

@@ -97,6 +97,8 @@ class ChangeGate:
             try:
                 atomic_write(path, data, observer=self.observer, expect=base)
             except ChangedOnDisk:
+                if self.observer is not None:  # theirs (a new version, or the file removed): an undo point first
+                    self.observer.changed_before_write(path)
                 now = read_regular(path)
                 current = None if now is None or is_binary(now) else now.decode("utf-8")
                 again = reapply(current) if reapply is not None and base is not None and current is not None else None
@@ -106,8 +108,6 @@ class ChangeGate:
                         applied=False, total_hunks=len(hunks),
                         stale=(STALE_ASKED if asked_once else STALE_LATE).format(shown=display),
                     )
-                if self.observer is not None:
-                    self.observer.changed_before_write(path)
                 old_text, new_text, base = current, again, now
                 continue
             self.read_state.record(path, data)
