@@ -134,6 +134,14 @@ def journal_kind(root: Path) -> str:
     return f"not a git repository: private journal in {private_git_dir(root)}"
 
 
+def with_files_gone_under(paths: Iterable[str], gone_under: Callable[[list[str]], set[str]]) -> set[str]:
+    """`folder/` entries (watcher.Changes: a folder someone else removed or moved away, whose files no event
+    named) become the files `gone_under` finds gone under those folders; other paths stay as they are."""
+    paths = set(paths)
+    folders = [p.rstrip("/") for p in paths if p.endswith("/")]
+    return {p for p in paths if not p.endswith("/")} | gone_under(folders) if folders else paths
+
+
 class Journal:
     def __init__(self, root: Path, session_id: str | None = None, namespace: str = NAMESPACE, *,
                  private: bool | None = None) -> None:
@@ -210,7 +218,7 @@ class Journal:
             try:
                 index = self._worktree
                 tree = index.tree_now(hints=[self._from_root(p) for p in written])
-                foreign, uncertain = self._files_of_gone_folders(foreign), self._files_of_gone_folders(uncertain)
+                foreign, uncertain = with_files_gone_under(foreign, self._gone_under), with_files_gone_under(uncertain, self._gone_under)
                 unrecorded = {self._display(p): list(st) for p, st in index.unrecorded.items()}
                 modes = [[self._display(p), f"{old:o}", f"{new:o}"] for p, old, new in index.stripped]
                 specials = {self._display(p): f"{mode:o}" for p, mode in sorted(index.specials.items())}
@@ -253,15 +261,9 @@ class Journal:
             self._left_uncertain = None
             return commit
 
-    def _files_of_gone_folders(self, paths: Iterable[str]) -> list[str]:
-        """`folder/` entries (a folder someone else removed or moved away: watcher.Changes) become the files
-        the scan just made finds gone under it; other paths stay as they are."""
-        paths = list(paths)
-        folders = [self._from_root(p.rstrip("/")) for p in paths if p.endswith("/")]
-        if not folders:
-            return paths
-        gone = self._worktree.gone_under(folders)
-        return [p for p in paths if not p.endswith("/")] + sorted(self._display(p) for p in gone)
+    def _gone_under(self, folders: list[str]) -> set[str]:
+        """Root-relative files the scan just made finds gone under these root-relative folders."""
+        return {self._display(p) for p in self._worktree.gone_under(self._from_root(f) for f in folders)}
 
     def _commit(self, tree: str, parent: list[str], label: str, meta: dict[str, object]) -> str:
         commit = self._objects.text(
@@ -721,12 +723,12 @@ class Journal:
         except GIT_ERRORS as exc:
             raise JournalError(f"cannot read the files to undo {label}: {_one_line(exc)}") from None
 
-        def with_gone_files(paths: set[str]) -> set[str]:  # a `folder/` (watcher.Changes): the files gone under it
-            folders = tuple(p for p in paths if p.endswith("/"))
-            return paths | {p for p in before if p not in now and p.startswith(folders)} if folders else paths
+        def gone_under(folders: list[str]) -> set[str]:
+            prefixes = tuple(f"{folder}/" for folder in folders)
+            return {p for p in before if p not in now and p.startswith(prefixes)}
 
-        unsure = set() if uncertain_too else with_gone_files({self._from_root(p) for p in uncertain})
-        others = with_gone_files({self._from_root(p) for p in foreign}) | unsure
+        unsure = set() if uncertain_too else with_files_gone_under(map(self._from_root, uncertain), gone_under)
+        others = with_files_gone_under(map(self._from_root, foreign), gone_under) | unsure
         # Files too large to hash keep their earlier entry in `now`: the scan's own list names them.
         place = self._place()
         unrecorded, lost, not_restored = restore.too_large(
