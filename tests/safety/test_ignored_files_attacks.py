@@ -617,8 +617,12 @@ def test_posix_fallocate_still_works_by_writing(repo: Path, tmp_path: Path) -> N
     "two checks; only a file system quota would bound bytes as they are written (docs/security.md states the bound)"
 ))
 def test_parallel_writers_cannot_take_more_than_the_quota(tmp_path: Path) -> None:
-    """Eight background writers of 7 MiB each (each under `ulimit -f`): 56 MiB against 8 MiB."""
-    used = bytes_written_under_quota(tmp_path, 8, "for i in $(seq 8); do head -c 7M /dev/zero > p$i & done; wait")
+    """Eight background writers of 7 MiB each (each under `ulimit -f`): 56 MiB against 8 MiB. One write(2) of
+    7 MiB each (`dd bs=7M`): a check can stop a writer only before its write, so the attack does not depend on
+    how busy the machine is (with `head -c`'s small writes, a loaded machine let the check catch them)."""
+    used = bytes_written_under_quota(
+        tmp_path, 8, "for i in $(seq 8); do dd if=/dev/zero of=p$i bs=7M count=1 2>/dev/null & done; wait",
+    )
     assert used <= 12 << 20, used >> 20
 
 
